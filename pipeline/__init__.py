@@ -1,0 +1,1 @@
+"""Parley pipeline: audio in, conversation, audio out."""

@@ -1,0 +1,143 @@
+"""The ASGI application: routes, error shapes, body limit, and the session lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from loguru import logger
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server import __version__, signalling, status
+from server.registry import SessionRegistry
+from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS
+from server.settings import Settings, get_settings
+
+
+def find_static_dir(configured: Path | None) -> Path | None:
+    """The browser client's folder: as configured, or beside the source tree, or ./static."""
+    candidates = [configured] if configured else [
+        Path(__file__).resolve().parent.parent / "static",
+        Path.cwd() / "static",
+    ]  # fmt: skip
+    return next((p for p in candidates if p.is_dir()), None)
+
+
+class BodyLimit:
+    """Refuses request bodies over ``limit`` bytes with 413, whether declared or streamed.
+
+    Bodies here are small (SDP, candidates), so the body is read whole before the app
+    sees it; that is what lets a streamed body be refused before any route runs.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = {"error": f"request body larger than {self.limit} bytes", "detail": None}
+        await JSONResponse(body, status_code=413)(scope, receive, send)
+
+
+def _error(status_code: int, error: str, detail: object = None, headers=None) -> JSONResponse:
+    return JSONResponse({"error": error, "detail": detail}, status_code, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return _error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return _error(400, "the request body is not valid JSON")
+    detail = [{"loc": e.get("loc"), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
+    return _error(422, "the request does not match the expected fields", detail)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    logger.opt(exception=exc).error("unhandled error on {} {}", request.method, request.url.path)
+    return _error(500, "internal server error")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; sessions live in ``app.state.registry`` for the app's lifetime."""
+    settings = settings or get_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        registry = SessionRegistry(settings, dict(DEFAULT_CLIENT_MESSAGE_HANDLERS))
+        app.state.registry = registry
+        app.state.started = time.monotonic()
+        watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
+        logger.info("parley {} ready on {}:{}", __version__, settings.host, settings.port)
+        try:
+            yield
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            await registry.close_all("server shutdown")
+            logger.info("all sessions closed")
+
+    app = FastAPI(
+        title="Parley",
+        version=__version__,
+        summary="Realtime voice-agent server: WebRTC signalling, sessions and RTVI.",
+        lifespan=lifespan,
+    )
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.include_router(signalling.router)
+    app.include_router(status.router)
+    static_dir = find_static_dir(settings.static_dir)
+    if static_dir is None:
+        logger.warning("no static/ folder found: the browser client is not served")
+    else:
+        app.mount("/", StaticFiles(directory=static_dir, html=True), name="static")
+    return app

@@ -1,0 +1,146 @@
+"""RTVI protocol models (label ``rtvi-ai``, protocol 1.4.0) and message builders.
+
+Client messages are validated in two steps: the envelope (``label``, ``type``, ``id``,
+``data``), then the ``data`` of the types we know. Both raise :class:`RTVIError`, which
+carries the message id (when there was one) so the answer can be an ``error-response``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+PROTOCOL_VERSION = "1.4.0"
+LABEL = "rtvi-ai"
+SUPPORTED_MAJORS = (1, 2)
+
+
+class RTVIError(Exception):
+    """A client message that cannot be served; ``msg_id`` is set when the message had one."""
+
+    def __init__(self, error: str, msg_id: str | None = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.msg_id = msg_id
+
+
+class Envelope(BaseModel):
+    """The frame every RTVI message shares."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    label: Literal["rtvi-ai"]
+    type: str
+    id: str
+    data: dict[str, Any] | None = None
+
+
+class AboutClient(BaseModel):
+    """What the client says about itself in ``client-ready``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    library: str
+    library_version: str | None = None
+    platform: str | None = None
+    platform_version: str | None = None
+    platform_details: Any | None = None
+
+
+class ClientReadyData(BaseModel):
+    """``client-ready``. Both fields are optional here so that an old or odd client is
+    still answered with ``bot-ready`` (after an ``error-response`` about the version)."""
+
+    version: str | None = None
+    about: AboutClient | None = None
+
+
+class ClientMessageData(BaseModel):
+    """``client-message``: an app-defined request ``t`` with payload ``d``."""
+
+    t: str
+    d: Any | None = None
+
+
+class SendTextOptions(BaseModel):
+    run_immediately: bool = True
+    audio_response: bool = True
+
+
+class SendTextData(BaseModel):
+    content: str
+    options: SendTextOptions | None = None
+
+
+class DisconnectBotData(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# The client message types we understand, and the model of their ``data``.
+CLIENT_DATA_MODELS: dict[str, type[BaseModel]] = {
+    "client-ready": ClientReadyData,
+    "client-message": ClientMessageData,
+    "send-text": SendTextData,
+    "disconnect-bot": DisconnectBotData,
+}
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "message"
+    return f"{where}: {err['msg']}"
+
+
+def parse_envelope(raw: Any) -> Envelope:
+    """Validate decoded JSON as an RTVI envelope, or raise :class:`RTVIError`."""
+    if not isinstance(raw, dict):
+        raise RTVIError("an RTVI message must be a JSON object")
+    msg_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    try:
+        return Envelope.model_validate(raw)
+    except ValidationError as exc:
+        raise RTVIError(f"invalid RTVI message: {_first_error(exc)}", msg_id) from None
+
+
+def parse_data(envelope: Envelope) -> BaseModel:
+    """Validate the ``data`` of a known client message type, or raise :class:`RTVIError`."""
+    model = CLIENT_DATA_MODELS.get(envelope.type)
+    if model is None:
+        raise RTVIError(f"unknown message type: {envelope.type!r}", envelope.id)
+    try:
+        return model.model_validate(envelope.data or {})
+    except ValidationError as exc:
+        raise RTVIError(f"invalid {envelope.type} data: {_first_error(exc)}", envelope.id) from None
+
+
+def version_major(version: str | None) -> int | None:
+    """The major number of a ``x.y.z`` version string, or None if it has none."""
+    head = (version or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def message(type_: str, data: Any = None, msg_id: str | None = None) -> dict[str, Any]:
+    """A server → client RTVI message."""
+    msg: dict[str, Any] = {"label": LABEL, "type": type_}
+    if msg_id is not None:
+        msg["id"] = msg_id
+    if data is not None:
+        msg["data"] = data
+    return msg
+
+
+def bot_ready(msg_id: str, about: dict[str, Any]) -> dict[str, Any]:
+    return message("bot-ready", {"version": PROTOCOL_VERSION, "about": about}, msg_id)
+
+
+def error_response(msg_id: str, error: str) -> dict[str, Any]:
+    return message("error-response", {"error": error}, msg_id)
+
+
+def error(error: str, fatal: bool = False) -> dict[str, Any]:
+    return message("error", {"error": error, "fatal": fatal})
+
+
+def server_response(msg_id: str, t: str, d: Any = None) -> dict[str, Any]:
+    return message("server-response", {"t": t, "d": d}, msg_id)

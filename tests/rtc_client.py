@@ -1,0 +1,214 @@
+"""A WebRTC test client that behaves like the Pipecat browser client, built on aiortc.
+
+It offers audio (mid 0) and video (mid 1), opens the ``chat`` data channel, trickles its
+ICE candidates with PATCH instead of putting them in the offer, pings every second,
+speaks RTVI and records the audio it receives. ``python -m tests.rtc_client URL`` runs
+one in its own process (used to make a peer vanish with SIGKILL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+from aiortc import (
+    MediaStreamTrack,
+    RTCBundlePolicy,
+    RTCConfiguration,
+    RTCPeerConnection,
+    RTCSessionDescription,
+)
+from aiortc.contrib.media import MediaPlayer
+from aiortc.mediastreams import AudioStreamTrack, MediaStreamError
+
+
+def split_candidates(sdp: str) -> tuple[str, list[str]]:
+    """The SDP without its candidate lines, and those candidates (for trickling)."""
+    kept, candidates = [], []
+    for line in sdp.splitlines():
+        if line.startswith("a=candidate:"):
+            candidates.append(line[2:])
+        elif line != "a=end-of-candidates":
+            kept.append(line)
+    return "\r\n".join(kept) + "\r\n", candidates
+
+
+@dataclass
+class ReceivedAudio:
+    """RMS of each received frame, with the time it arrived."""
+
+    frames: list[tuple[float, float]] = field(default_factory=list)
+
+    def loud_frames(self, threshold: float = 200.0, since: float = 0.0) -> int:
+        return sum(1 for t, rms in self.frames if rms > threshold and t >= since)
+
+
+class RTCTestClient:
+    """One simulated browser peer talking to a Parley server at ``base_url``."""
+
+    def __init__(self, base_url: str, wav: str | None = None, ping: bool = True) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=20)
+        self.pc = RTCPeerConnection(RTCConfiguration(bundlePolicy=RTCBundlePolicy.MAX_BUNDLE))
+        self.player = MediaPlayer(wav) if wav else None
+        self.mic: MediaStreamTrack = (
+            self.player.audio if self.player and self.player.audio else AudioStreamTrack()
+        )
+        # Transceivers first, then the channel: with max-bundle, aiortc makes the first
+        # transport it creates the bundle's, and it must be mid 0's (audio).
+        self.pc.addTransceiver(self.mic, direction="sendrecv")
+        self.pc.addTransceiver("video", direction="sendrecv")
+        self.channel = self.pc.createDataChannel("chat", ordered=True)
+        self.messages: list[dict[str, Any]] = []
+        self.texts: list[str] = []
+        self.audio = ReceivedAudio()
+        self.pc_id: str | None = None
+        self.offer_path = "/api/offer"
+        self._ids = itertools.count(1)
+        self._arrived = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._ping = ping
+        self.channel_open = asyncio.Event()
+        self.channel.on("open", self.channel_open.set)
+        self.channel.on("message", self._on_message)
+        self.pc.on("track", self._on_track)
+
+    # -- signalling ----------------------------------------------------------------
+
+    async def connect(self, session_id: str | None = None, trickle: bool = True) -> float:
+        """Offer, get the answer, trickle candidates; returns seconds to ``bot-ready``."""
+        if session_id:
+            self.offer_path = f"/sessions/{session_id}/api/offer"
+        started = time.monotonic()
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        sdp, candidates = split_candidates(self.pc.localDescription.sdp)
+        answer = await self.post_offer(sdp if trickle else self.pc.localDescription.sdp)
+        await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
+        if trickle:
+            items = [{"candidate": c, "sdp_mid": "0", "sdp_mline_index": 0} for c in candidates]
+            items.append({"candidate": "", "sdp_mid": "0", "sdp_mline_index": 0})
+            response = await self.http.patch(
+                self.offer_path, json={"pc_id": self.pc_id, "candidates": items}
+            )
+            response.raise_for_status()
+        await asyncio.wait_for(self.channel_open.wait(), 15)
+        if self._ping:
+            self._tasks.append(asyncio.create_task(self._ping_loop()))
+        ready_id = self.send_rtvi(
+            "client-ready",
+            {"version": "2.1.0", "about": {"library": "parley-tests", "library_version": "0"}},
+        )
+        await self.wait_for(lambda m: m.get("type") == "bot-ready" and m.get("id") == ready_id)
+        return time.monotonic() - started
+
+    async def post_offer(self, sdp: str, restart_pc: bool = False) -> dict[str, Any]:
+        body = {"sdp": sdp, "type": "offer", "pc_id": self.pc_id, "restart_pc": restart_pc}
+        response = await self.http.post(self.offer_path, json=body)
+        response.raise_for_status()
+        answer = response.json()
+        self.pc_id = answer["pc_id"]
+        return answer
+
+    async def renegotiate(self, restart_pc: bool = False) -> dict[str, Any]:
+        """A new offer on the same peer connection, posted under the same pc_id."""
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        answer = await self.post_offer(self.pc.localDescription.sdp, restart_pc=restart_pc)
+        await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
+        return answer
+
+    # -- data channel --------------------------------------------------------------
+
+    def send_rtvi(self, type_: str, data: Any = None) -> str:
+        msg_id = f"t{next(self._ids)}"
+        msg: dict[str, Any] = {"label": "rtvi-ai", "type": type_, "id": msg_id}
+        if data is not None:
+            msg["data"] = data
+        self.channel.send(json.dumps(msg))
+        return msg_id
+
+    def send_raw(self, text: str) -> None:
+        self.channel.send(text)
+
+    async def request(self, t: str, d: Any = None) -> dict[str, Any]:
+        """A ``client-message``, and the server's answer to it (same id)."""
+        msg_id = self.send_rtvi("client-message", {"t": t, "d": d})
+        return await self.wait_for(lambda m: m.get("id") == msg_id)
+
+    def _on_message(self, text: str | bytes) -> None:
+        if isinstance(text, bytes):
+            text = text.decode()
+        self.texts.append(text)
+        try:
+            self.messages.append(json.loads(text))
+        except ValueError:
+            return
+        self._arrived.set()
+
+    async def wait_for(self, match: Any, within: float = 10.0) -> dict[str, Any]:
+        """The first message (already received or arriving) for which ``match`` is true."""
+        deadline = time.monotonic() + within
+        seen = 0
+        while True:
+            for msg in self.messages[seen:]:
+                if match(msg):
+                    return msg
+            seen = len(self.messages)
+            self._arrived.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no matching message; got {self.messages[-5:]}")
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    async def _ping_loop(self) -> None:
+        while True:
+            if self.channel.readyState == "open":
+                self.channel.send(f"ping: {int(time.time() * 1000)}")
+            await asyncio.sleep(1)
+
+    # -- media ---------------------------------------------------------------------
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "audio":
+            self._tasks.append(asyncio.create_task(self._record(track)))
+
+    async def _record(self, track: MediaStreamTrack) -> None:
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            samples = frame.to_ndarray().astype(np.float32)
+            rms = float(np.sqrt(np.mean(samples * samples)))
+            self.audio.frames.append((time.monotonic(), rms))
+
+    def stop_pinging(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.pc.close()
+        await self.http.aclose()
+
+
+async def _hold(base_url: str) -> None:
+    client = RTCTestClient(base_url)
+    await client.connect()
+    print(client.pc_id, flush=True)
+    await asyncio.sleep(3600)
+
+
+if __name__ == "__main__":
+    asyncio.run(_hold(sys.argv[1]))

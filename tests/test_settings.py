@@ -1,0 +1,42 @@
+"""Settings come from the environment, with documented defaults."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from server.settings import Settings
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    settings = Settings()
+    assert (settings.host, settings.port) == ("0.0.0.0", 7860)
+    assert settings.ice_servers == []
+    assert settings.liveness_timeout == 10.0
+    assert settings.max_body_bytes == 65536
+    assert (settings.stt, settings.llm, settings.tts) == ("local", "local", "local")
+    assert settings.openai_api_key is None
+
+
+def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_PORT", "9000")
+    monkeypatch.setenv("PARLEY_MAX_SESSIONS", "3")
+    monkeypatch.setenv(
+        "PARLEY_ICE_SERVERS",
+        '[{"urls": "stun:stun.example.test:3478"}, '
+        '{"urls": ["turn:t.example.test"], "username": "u", "credential": "c"}]',
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    settings = Settings()
+    assert settings.port == 9000 and settings.max_sessions == 3
+    assert settings.ice_servers[0].urls == "stun:stun.example.test:3478"
+    assert settings.ice_servers[1].username == "u"
+    assert settings.openai_api_key == "sk-test"
+
+
+def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_MAX_SESSIONS", "0")
+    with pytest.raises(ValidationError):
+        Settings()

@@ -1,0 +1,115 @@
+"""The media edge: paced outbound track and inbound resampling, with real av frames."""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import time
+
+import numpy as np
+from aiortc import MediaStreamTrack
+from aiortc.mediastreams import MediaStreamError
+from av import AudioFrame
+
+from server.webrtc import (
+    OUT_FRAME_BYTES,
+    OUT_RATE,
+    OUT_SAMPLES,
+    PIPELINE_FRAME_BYTES,
+    PacedAudioTrack,
+    read_inbound_audio,
+)
+
+
+def tone(rate: int, seconds: float, freq: float = 440.0, amp: int = 8000) -> np.ndarray:
+    t = np.arange(int(rate * seconds)) / rate
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.int16)
+
+
+def rms(frame: AudioFrame) -> float:
+    samples = frame.to_ndarray().astype(np.float32)
+    return float(np.sqrt(np.mean(samples * samples)))
+
+
+async def test_idle_track_sends_paced_silence() -> None:
+    track = PacedAudioTrack()
+    started = time.monotonic()
+    frames = [await track.recv() for _ in range(10)]
+    elapsed = time.monotonic() - started
+    assert all(f.samples == OUT_SAMPLES and f.sample_rate == OUT_RATE for f in frames)
+    assert all(rms(f) == 0 for f in frames)
+    assert [f.pts for f in frames] == [i * OUT_SAMPLES for i in range(10)]
+    assert elapsed >= 0.17, "frames must be paced against the clock, not sent in a burst"
+
+
+async def test_written_audio_is_resampled_to_48k_and_played_then_silence() -> None:
+    track = PacedAudioTrack()
+    track.write(tone(24000, 0.1), 24000)  # 100 ms at 24 kHz, as the embedded TTS makes
+    assert abs(track.queued_seconds - 0.1) < 0.011
+    levels = [rms(await track.recv()) for _ in range(8)]
+    loud = [level > 1000 for level in levels]
+    assert loud[:4] == [True] * 4
+    assert loud[-2:] == [False, False]
+    assert track.queued_seconds == 0
+
+
+async def test_flush_silences_at_once() -> None:
+    track = PacedAudioTrack()
+    track.write(tone(OUT_RATE, 1.0).tobytes(), OUT_RATE)
+    assert rms(await track.recv()) > 1000
+    track.flush()
+    assert track.queued_seconds == 0
+    assert rms(await track.recv()) == 0
+
+
+async def test_stopped_track_raises() -> None:
+    track = PacedAudioTrack()
+    track.stop()
+    try:
+        await track.recv()
+    except MediaStreamError:
+        return
+    raise AssertionError("recv on a stopped track must raise MediaStreamError")
+
+
+class OpusLikeTrack(MediaStreamTrack):
+    """Yields what aiortc's Opus decoder yields: 20 ms of 48 kHz stereo s16, then ends."""
+
+    kind = "audio"
+
+    def __init__(self, samples: np.ndarray) -> None:
+        super().__init__()
+        self._samples = samples
+        self._pts = 0
+
+    async def recv(self) -> AudioFrame:
+        if self._pts >= self._samples.size:
+            raise MediaStreamError
+        chunk = self._samples[self._pts : self._pts + 960]
+        stereo = np.repeat(chunk, 2).reshape(1, -1)
+        frame = AudioFrame.from_ndarray(stereo, format="s16", layout="stereo")
+        frame.sample_rate = 48000
+        frame.pts = self._pts
+        frame.time_base = fractions.Fraction(1, 48000)
+        self._pts += 960
+        return frame
+
+
+async def test_inbound_audio_becomes_fixed_20ms_16k_mono_frames() -> None:
+    frames: list[bytes] = []
+    signal = tone(48000, 1.0, freq=300)
+    await asyncio.wait_for(read_inbound_audio(OpusLikeTrack(signal), frames.append), 5)
+    assert all(len(f) == PIPELINE_FRAME_BYTES for f in frames)
+    # One second in, about 50 frames out (the resampler holds back a few samples).
+    assert 48 <= len(frames) <= 50
+    pcm = np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float32)
+    middle = pcm[1600:-1600]
+    assert np.sqrt(np.mean(middle * middle)) > 0.6 * 8000 / np.sqrt(2)
+    # The 300 Hz tone survives the resampling: its period is 16000 / 300 samples.
+    spectrum = np.abs(np.fft.rfft(middle))
+    peak_hz = np.argmax(spectrum) * 16000 / middle.size
+    assert abs(peak_hz - 300) < 5
+
+
+def test_out_frame_size() -> None:
+    assert OUT_FRAME_BYTES == 1920
