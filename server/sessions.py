@@ -258,6 +258,7 @@ class Session:
             "pings": self.channel.pings,
             "audio_frames_in": self.audio_frames_in,
             "track_status": dict(self.track_status),
+            "request_data": self.request_data,
         }
 
 

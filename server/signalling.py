@@ -65,15 +65,25 @@ class IceConfig(BaseModel):
 
 
 class StartRequest(BaseModel):
-    """``POST /start``: reserves a session id for a later offer."""
+    """``POST /start``: reserves a session id for a later offer.
 
-    model_config = ConfigDict(extra="ignore")
+    The official client posts its ``requestData`` as the body itself; a body with a
+    ``requestData`` (or ``request_data``/``body``) field is read from that field instead.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     transport: str | None = None
     enableDefaultIceServers: bool = False
     request_data: Any = Field(
         None, validation_alias=AliasChoices("requestData", "request_data", "body")
     )
+
+    def app_data(self) -> Any:
+        """The app's data for the session, wherever the client put it."""
+        if self.request_data is not None:
+            return self.request_data
+        return self.model_extra or None
 
 
 class StartResponse(BaseModel):
@@ -201,7 +211,7 @@ async def start(registry: Registry, body: StartRequest | None = None) -> StartRe
     """Reserve a session id; the client then offers at /sessions/{sessionId}/api/offer."""
     body = body or StartRequest()
     try:
-        record = registry.start(body.request_data)
+        record = registry.start(body.app_data())
     except CapacityError as exc:
         retry = str(registry.settings.retry_after)
         raise HTTPException(503, str(exc), headers={"Retry-After": retry}) from None

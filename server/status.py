@@ -45,6 +45,7 @@ class SessionInfo(BaseModel):
     pings: int
     audio_frames_in: int
     track_status: dict[str, bool | None]
+    request_data: Any = None
 
 
 class SessionList(BaseModel):

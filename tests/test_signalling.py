@@ -138,12 +138,27 @@ async def test_start_then_session_offer(server: ServerProcess, http: httpx.Async
         info = (await http.get(f"/api/sessions/{client.pc_id}")).json()
         assert info["session_id"] == session_id
         assert info["state"] == "connected"
+        assert info["request_data"] == {"room": "blue"}
         # PATCH through another session's path is refused.
         other = (await http.post("/start", json={})).json()["sessionId"]
         wrong = await http.patch(
             f"/sessions/{other}/api/offer", json={"pc_id": client.pc_id, "candidates": []}
         )
         assert wrong.status_code == 404
+    finally:
+        await client.close()
+
+
+async def test_start_takes_a_bare_body_as_request_data(
+    server: ServerProcess, http: httpx.AsyncClient
+) -> None:
+    """The official client posts its requestData as the whole /start body."""
+    session_id = (await http.post("/start", json={"harness": True})).json()["sessionId"]
+    client = RTCTestClient(server.url)
+    try:
+        await client.connect(session_id=session_id)
+        info = (await http.get(f"/api/sessions/{client.pc_id}")).json()
+        assert info["request_data"] == {"harness": True}
     finally:
         await client.close()
 

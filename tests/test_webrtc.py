@@ -113,3 +113,74 @@ async def test_inbound_audio_becomes_fixed_20ms_16k_mono_frames() -> None:
 
 def test_out_frame_size() -> None:
     assert OUT_FRAME_BYTES == 1920
+
+
+class Playout:
+    """Records what a PacedAudioTrack reports."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+
+    def playout_started(self) -> None:
+        self.log.append(("started", ""))
+
+    def playout_stopped(self) -> None:
+        self.log.append(("stopped", ""))
+
+    def segment_started(self, text: str) -> None:
+        self.log.append(("segment", text))
+
+    def segment_played(self, text: str) -> None:
+        self.log.append(("played", text))
+
+
+async def test_playout_reports_segments_in_order_and_marks_fire_after_them() -> None:
+    playout = Playout()
+    track = PacedAudioTrack(playout)
+    track.write(tone(24000, 0.04), 24000, text="Hello there.")
+    track.write(tone(24000, 0.04), 24000, text="How are you?")
+    marked: list[int] = []
+    track.mark(lambda: marked.append(len(playout.log)))
+    for _ in range(6):
+        await track.recv()
+    assert playout.log == [
+        ("started", ""),
+        ("segment", "Hello there."),
+        ("played", "Hello there."),
+        ("segment", "How are you?"),
+        ("played", "How are you?"),
+        ("stopped", ""),
+    ]
+    assert marked == [5], "the mark fires once the audio before it has been sent"
+
+
+async def test_flush_reports_only_the_words_already_sent() -> None:
+    playout = Playout()
+    track = PacedAudioTrack(playout)
+    text = "one two three four five six seven eight nine ten"
+    track.write(tone(OUT_RATE, 0.2), OUT_RATE, text=text)  # ten 20 ms frames
+    marked: list[bool] = []
+    track.mark(lambda: marked.append(True))
+    for _ in range(4):
+        await track.recv()
+    track.flush()
+    assert playout.log == [
+        ("started", ""),
+        ("segment", text),
+        ("played", "one two three four"),
+        ("stopped", ""),
+    ]
+    assert marked == [], "a flushed mark never fires"
+    assert rms(await track.recv()) == 0
+    # Offsets stay consistent after a flush: a new segment is reported whole.
+    track.write(tone(OUT_RATE, 0.02), OUT_RATE, text="again")
+    await track.recv()
+    await track.recv()
+    assert playout.log[-3:] == [("segment", "again"), ("played", "again"), ("stopped", "")][-3:]
+
+
+async def test_mark_on_an_empty_track_fires_at_once() -> None:
+    track = PacedAudioTrack()
+    fired: list[bool] = []
+    track.mark(lambda: fired.append(True))
+    assert fired == [True]
