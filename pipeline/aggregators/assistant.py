@@ -1,0 +1,278 @@
+"""The assistant aggregator: what the bot delivered, its tool calls, and when to answer again.
+
+It follows one LLM response from :class:`LLMResponseStarted` to :class:`BotResponseEnded`
+(or :class:`Interruption`), aggregating :class:`BotText` — text the user actually got,
+so an interrupted answer holds only what was spoken — into one assistant message. It
+keeps the function-call lifecycle in the context (``IN_PROGRESS`` placeholder, then the
+result, ``COMPLETED`` or ``CANCELLED``; the async-tool messages for calls that survive
+interruptions) and decides when the LLM must run again:
+
+- after the last call of a parallel group completes (``run_llm`` on a result overrides);
+- results arriving together (in one event-loop step) are bundled into one run;
+- never while the user is speaking (their turn will ask for an answer anyway), and
+  deferred until the bot stops speaking if it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pipeline import async_tools
+from pipeline.aggregators.text import join_text, now_iso
+from pipeline.context import LLMContext
+from pipeline.frames import (
+    AssistantThought,
+    AssistantTranscript,
+    AssistantTurnStarted,
+    BotResponseEnded,
+    BotStartedSpeaking,
+    BotStoppedSpeaking,
+    BotText,
+    Event,
+    FunctionCall,
+    FunctionCallCancelled,
+    FunctionCallInProgress,
+    FunctionCallResult,
+    FunctionCallsStarted,
+    Interruption,
+    LLMResponseStarted,
+    LLMRunRequested,
+    LLMThoughtEnded,
+    LLMThoughtStarted,
+    LLMThoughtText,
+    SummaryAppliedEvent,
+    SummaryRequested,
+    UserTurnStarted,
+    UserTurnStopped,
+)
+from pipeline.messages import AssistantMessage, TextContent, ThinkingContent
+from pipeline.summarizer import ContextSummarizer, StaleSummaryError, SummaryRequest
+from pipeline.turn_completion import strip_markers
+
+
+def _soon(callback: Callable[[], None]) -> None:
+    """Run ``callback`` after the current event-loop step (bundles simultaneous results)."""
+    asyncio.get_running_loop().call_soon(callback)
+
+
+class AssistantAggregator:
+    """Builds assistant messages and drives the function-call lifecycle in the context."""
+
+    def __init__(
+        self,
+        context: LLMContext,
+        emit: Callable[[Event], None],
+        schedule: Callable[[Callable[[], None]], None] = _soon,
+        clock: Callable[[], str] = now_iso,
+        summarizer: ContextSummarizer | None = None,
+    ) -> None:
+        self.context = context
+        self.summarizer = summarizer or ContextSummarizer()
+        self._emit = emit
+        self._schedule = schedule
+        self._clock = clock
+        self._parts: list[tuple[str, bool]] = []
+        self._started_at = ""
+        # tool_call_id → the call once it is in progress (None while only announced)
+        self._calls: dict[str, FunctionCall | None] = {}
+        self._user_speaking = False
+        self._bot_speaking = False
+        self._run_when_bot_stops = False
+        self._run_scheduled = False
+        self._thought: list[tuple[str, bool]] = []
+        self._thought_started = ""
+        self._thought_to_context = False
+        self._thought_llm = ""
+
+    @property
+    def has_function_calls_in_progress(self) -> bool:
+        return bool(self._calls)
+
+    def handle(self, event: Event) -> None:
+        match event:
+            case LLMResponseStarted():
+                self._turn_started()
+            case BotText(text=text):
+                if text:
+                    self._parts.append((text, event.includes_spaces))
+            case BotResponseEnded():
+                self._turn_stopped(interrupted=False)
+            case Interruption():
+                self._interrupted()
+            case LLMThoughtStarted():
+                self._thought = []
+                self._thought_started = self._clock()
+                self._thought_to_context = event.append_to_context
+                self._thought_llm = event.llm
+            case LLMThoughtText(text=text):
+                if text:
+                    self._thought.append((text, True))
+            case LLMThoughtEnded():
+                self._thought_ended(event.signature)
+            case FunctionCallsStarted(calls=calls):
+                for call in calls:
+                    self._calls[call.tool_call_id] = None
+            case FunctionCallInProgress(call=call):
+                self._call_in_progress(call)
+            case FunctionCallResult():
+                self._call_result(event)
+            case FunctionCallCancelled(tool_call_id=tool_call_id):
+                self._call_cancelled(tool_call_id)
+            case UserTurnStarted():
+                self._user_speaking = True
+            case UserTurnStopped():
+                self._user_speaking = False
+            case BotStartedSpeaking():
+                self._bot_speaking = True
+            case BotStoppedSpeaking():
+                self._bot_speaking = False
+                if self._run_when_bot_stops and not self._user_speaking:
+                    self._request_run("function call results")
+
+    def close(self) -> None:
+        """Session end: what was delivered so far is kept, marked interrupted."""
+        self._turn_stopped(interrupted=True)
+
+    # -- turns ------------------------------------------------------------------------
+
+    def _turn_started(self) -> None:
+        if self._started_at:
+            return
+        self._started_at = self._clock()
+        self._emit(AssistantTurnStarted(self._started_at))
+
+    def _turn_stopped(self, interrupted: bool) -> None:
+        if not self._started_at:
+            return
+        content = strip_markers(join_text(self._parts))
+        self._parts.clear()
+        if content:
+            text = [TextContent(content=content)]
+            self.context.add_message(AssistantMessage(contents=text, interrupted=interrupted))
+        self._emit(AssistantTranscript(content, interrupted, self._started_at))
+        self._started_at = ""
+        if not interrupted and self.summarizer.should_summarize(self.context):
+            request = self.summarizer.build_request(self.context)
+            if request is not None:
+                self._emit(SummaryRequested(request))
+
+    def apply_summary(self, request: SummaryRequest, summary: str) -> bool:
+        """Replace the history ``request`` covered by ``summary``; False if it went stale."""
+        try:
+            applied = self.summarizer.apply(self.context, request, summary)
+        except (StaleSummaryError, ValueError):
+            return False
+        self._emit(SummaryAppliedEvent(applied))
+        return True
+
+    def _interrupted(self) -> None:
+        self._turn_stopped(interrupted=True)
+        self._run_when_bot_stops = False
+        for tool_call_id, call in list(self._calls.items()):
+            if call is not None and call.cancel_on_interruption:
+                self._emit(FunctionCallCancelled(tool_call_id, call.function_name))
+        self._thought.clear()
+
+    def _thought_ended(self, signature: str) -> None:
+        thought = join_text(self._thought)
+        self._thought.clear()
+        if self._thought_to_context and thought:
+            content = ThinkingContent(content=thought, signature=signature)
+            self.context.add_message(AssistantMessage(contents=[content]))
+        self._emit(AssistantThought(thought, self._thought_started))
+
+    # -- function calls --------------------------------------------------------------------
+
+    def _call_in_progress(self, call: FunctionCall) -> None:
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        self.context.add_message(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": call.tool_call_id,
+                        "type": "function",
+                        "function": {"name": call.function_name, "arguments": arguments},
+                    }
+                ],
+            }
+        )
+        if call.cancel_on_interruption:
+            placeholder: Any = {
+                "role": "tool",
+                "content": "IN_PROGRESS",
+                "tool_call_id": call.tool_call_id,
+            }
+        else:
+            placeholder = async_tools.build_started_message(call.tool_call_id)
+        self.context.add_message(placeholder)
+        self._calls[call.tool_call_id] = call
+
+    def _call_result(self, event: FunctionCallResult) -> None:
+        if event.tool_call_id not in self._calls:
+            return  # not running (already cancelled, or never announced)
+        call = self._calls[event.tool_call_id]
+        is_async = call is not None and not call.cancel_on_interruption
+        if not event.is_final:
+            if event.result is not None and is_async:
+                result = json.dumps(event.result, ensure_ascii=False)
+                self.context.add_message(
+                    async_tools.build_intermediate_result_message(event.tool_call_id, result)
+                )
+        else:
+            del self._calls[event.tool_call_id]
+            result = (
+                json.dumps(event.result, ensure_ascii=False)
+                if event.result is not None
+                else "COMPLETED"
+            )
+            if is_async:
+                self.context.add_message(
+                    async_tools.build_final_result_message(event.tool_call_id, result)
+                )
+            else:
+                self.context.set_tool_result(event.tool_call_id, result)
+        if self._should_run(event, call):
+            self._request_run("function call results")
+
+    def _should_run(self, event: FunctionCallResult, call: FunctionCall | None) -> bool:
+        if event.run_llm is not None:
+            return event.run_llm
+        if not event.result:
+            return False  # nothing new for the LLM to read (a bare "COMPLETED")
+        if call is not None and call.group_id:
+            # Only once no sibling of the same group is still running.
+            return not any(
+                other is not None and other.group_id == call.group_id
+                for tool_call_id, other in self._calls.items()
+                if tool_call_id != event.tool_call_id
+            )
+        return True
+
+    def _call_cancelled(self, tool_call_id: str) -> None:
+        call = self._calls.get(tool_call_id)
+        if call is not None and call.cancel_on_interruption:
+            self.context.set_tool_result(tool_call_id, "CANCELLED")
+            del self._calls[tool_call_id]
+
+    # -- running the LLM again ----------------------------------------------------------
+
+    def _request_run(self, reason: str) -> None:
+        if self._user_speaking:
+            return
+        if self._bot_speaking:
+            self._run_when_bot_stops = True
+            return
+        self._run_when_bot_stops = False
+        if not self._run_scheduled:
+            self._run_scheduled = True
+            self._schedule(lambda: self._run(reason))
+
+    def _run(self, reason: str) -> None:
+        self._run_scheduled = False
+        if self._user_speaking:
+            return
+        self._emit(LLMRunRequested(reason))

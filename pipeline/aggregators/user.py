@@ -1,0 +1,77 @@
+"""The user aggregator: final transcripts within a user turn become one user message."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pipeline.aggregators.text import join_text, now_iso
+from pipeline.context import LLMContext
+from pipeline.frames import (
+    Event,
+    LLMRunRequested,
+    Transcription,
+    UserTranscript,
+    UserTurnStarted,
+    UserTurnStopped,
+)
+
+
+class UserAggregator:
+    """Collects final transcriptions; when the user turn stops, adds the user message,
+    reports it (:class:`UserTranscript`, the ``on_user_turn_stopped`` payload) and asks
+    for an answer (:class:`LLMRunRequested`).
+
+    Interim transcriptions are ignored: only final text goes into the context. A turn
+    that ends with no text still reports an empty :class:`UserTranscript` but adds
+    nothing and asks for no answer.
+    """
+
+    def __init__(
+        self,
+        context: LLMContext,
+        emit: Callable[[Event], None],
+        clock: Callable[[], str] = now_iso,
+    ) -> None:
+        self.context = context
+        self._emit = emit
+        self._clock = clock
+        self._parts: list[tuple[str, bool]] = []
+        self._started_at = ""
+        self._user_id = ""
+
+    @property
+    def pending_text(self) -> str:
+        return join_text(self._parts)
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, Transcription):
+            if event.final and event.text.strip():
+                self._parts.append((event.text.strip(), False))
+                self._user_id = event.user_id or self._user_id
+        elif isinstance(event, UserTurnStarted):
+            self._started_at = self._clock()
+        elif isinstance(event, UserTurnStopped):
+            self._finish_turn()
+
+    def add_text(self, text: str, run_llm: bool = True) -> None:
+        """Text typed by the user (RTVI ``send-text``): a whole user turn at once."""
+        self.context.add_message({"role": "user", "content": text})
+        self._emit(UserTranscript(text, self._clock(), self._user_id))
+        if run_llm:
+            self._emit(LLMRunRequested("user text"))
+
+    def close(self) -> None:
+        """Session end: keep any text still being aggregated (nothing is lost)."""
+        if self._parts:
+            self._finish_turn(run_llm=False)
+
+    def _finish_turn(self, run_llm: bool = True) -> None:
+        content = join_text(self._parts)
+        self._parts.clear()
+        timestamp = self._started_at or self._clock()
+        self._started_at = ""
+        if content:
+            self.context.add_message({"role": "user", "content": content})
+        self._emit(UserTranscript(content, timestamp, self._user_id))
+        if content and run_llm:
+            self._emit(LLMRunRequested("user turn"))

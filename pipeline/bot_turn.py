@@ -1,0 +1,176 @@
+"""One bot turn — LLM stream → sentences → TTS → outbound audio — as one cancellable task.
+
+The LLM stream feeds a small queue of sentences; a second task synthesizes each one
+while the LLM goes on, writing audio (tagged with its text) to the output. Cancelling the
+turn cancels both: ``aclosing`` closes the LLM and TTS streams (which closes their HTTP
+requests or stops their workers), and the caller flushes the output. Nothing of the turn
+survives the cancellation, so a barge-in never hears stale audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from contextlib import aclosing
+from typing import Protocol
+
+import numpy as np
+
+from pipeline.context import LLMContext
+from pipeline.frames import (
+    BotResponseEnded,
+    BotText,
+    Event,
+    FunctionCall,
+    FunctionCallsStarted,
+    LLMResponseEnded,
+    LLMResponseStarted,
+    LLMText,
+)
+from pipeline.sentences import SentenceAggregator
+from pipeline.services.llm import LLMService, TextDelta, ToolCallRequest, UsageReport
+from pipeline.services.tts import TTSService
+from pipeline.turn_completion import TurnCompletionFilter
+
+
+class TurnError(Exception):
+    """A model service failed mid-turn; ``service`` says which ("llm" or "tts")."""
+
+    def __init__(self, service: str, cause: BaseException) -> None:
+        super().__init__(f"{service}: {type(cause).__name__}: {cause}")
+        self.service = service
+        self.cause = cause
+
+
+def turn_error(exc: BaseException) -> TurnError:
+    """The first :class:`TurnError` inside ``exc`` (task groups wrap their failures)."""
+    if isinstance(exc, TurnError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            return turn_error(inner)
+    return TurnError("pipeline", exc)
+
+
+class AudioOutput(Protocol):
+    """The outbound track, as the pipeline sees it."""
+
+    playing: bool  # audio is going out right now
+
+    def write(self, pcm: bytes | np.ndarray, sample_rate: int, text: str | None = None) -> None: ...
+
+    def mark(self, callback: Callable[[], None]) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class BotTurn:
+    """Runs one LLM response to the end of its playout; emits what happens as events."""
+
+    def __init__(
+        self,
+        context: LLMContext,
+        llm: LLMService,
+        emit: Callable[[Event], None],
+        tts: TTSService | None = None,
+        output: AudioOutput | None = None,
+        completion: TurnCompletionFilter | None = None,
+    ) -> None:
+        self.context = context
+        self.llm = llm
+        self.tts = tts if output is not None else None
+        self.output = output
+        self._emit = emit
+        self._completion = completion
+        self.tool_calls: list[ToolCallRequest] = []
+
+    async def run(self) -> None:
+        self._emit(LLMResponseStarted())
+        if self.tts is None:
+            await self._generate(None)
+        else:
+            sentences: asyncio.Queue[str | None] = asyncio.Queue()
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._speak(sentences))
+                await self._generate(sentences)
+            await self._played_out()
+        self._announce_tool_calls()
+        self._emit(BotResponseEnded())
+
+    async def _generate(self, sentences: asyncio.Queue[str | None] | None) -> None:
+        splitter = SentenceAggregator()
+        tools = self.context.tools if self.llm.supports_tools else None
+        tool_choice = self.context.tool_choice if tools else None
+        stream = self.llm.stream(self.context.to_openai(), tools, tool_choice)
+        try:
+            async with aclosing(stream) as chunks:
+                async for chunk in chunks:
+                    if isinstance(chunk, TextDelta):
+                        self._text(chunk.text, splitter, sentences)
+                    elif isinstance(chunk, ToolCallRequest):
+                        self.tool_calls.append(chunk)
+                    elif isinstance(chunk, UsageReport):
+                        self.context.add_usage(chunk.usage)
+            if self._completion is not None:
+                self._text(self._completion.finish(), splitter, sentences, filtered=True)
+            self._emit(LLMResponseEnded())
+            last = splitter.flush()
+            if sentences is not None:
+                if last:
+                    sentences.put_nowait(last)
+                sentences.put_nowait(None)
+        except BaseException as exc:
+            if sentences is not None:
+                sentences.put_nowait(None)
+            if isinstance(exc, Exception):
+                raise TurnError("llm", exc) from exc
+            raise
+
+    def _text(
+        self,
+        text: str,
+        splitter: SentenceAggregator,
+        sentences: asyncio.Queue[str | None] | None,
+        filtered: bool = False,
+    ) -> None:
+        if self._completion is not None and not filtered:
+            text = self._completion.feed(text)
+        if not text:
+            return
+        self._emit(LLMText(text))
+        if sentences is None:
+            self._emit(BotText(text, spoken=False, includes_spaces=True))
+            return
+        for sentence in splitter.push(text):
+            sentences.put_nowait(sentence)
+
+    async def _speak(self, sentences: asyncio.Queue[str | None]) -> None:
+        assert self.tts is not None and self.output is not None
+        while (sentence := await sentences.get()) is not None:
+            first = True
+            try:
+                async with aclosing(self.tts.synthesize(sentence)) as audio:
+                    async for pcm in audio:
+                        # The sentence's text rides on its first chunk; the output counts
+                        # the chunks after it as the same segment.
+                        self.output.write(pcm, self.tts.sample_rate, sentence if first else None)
+                        first = False
+            except Exception as exc:
+                raise TurnError("tts", exc) from exc
+
+    async def _played_out(self) -> None:
+        assert self.output is not None
+        done = asyncio.Event()
+        self.output.mark(done.set)
+        await done.wait()
+
+    def _announce_tool_calls(self) -> None:
+        if not self.tool_calls:
+            return
+        group = uuid.uuid4().hex if len(self.tool_calls) > 1 else None
+        calls = tuple(
+            FunctionCall(c.tool_call_id, c.name, c.arguments, group_id=group)
+            for c in self.tool_calls
+        )
+        self._emit(FunctionCallsStarted(calls))

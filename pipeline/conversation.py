@@ -1,0 +1,216 @@
+"""One session's conversation: turn-taking, the context, bot turns and barge-in.
+
+Everything enters through :meth:`Conversation.feed` — VAD events, transcriptions, playout
+reports, function-call results — so turn-taking (mute, idle) sees all of it in order.
+What the components decide comes out on ``events`` (an :class:`Emitter`), where the
+aggregators, the bot-turn runner and any observer (RTVI, transcripts) subscribe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from loguru import logger
+
+from pipeline.aggregators import AssistantAggregator, UserAggregator
+from pipeline.bot_turn import AudioOutput, BotTurn, turn_error
+from pipeline.context import LLMContext
+from pipeline.frames import (
+    BotResponseEnded,
+    BotStartedSpeaking,
+    BotStoppedSpeaking,
+    BotText,
+    Emitter,
+    Event,
+    FunctionCallCancelled,
+    FunctionCallInProgress,
+    FunctionCallResult,
+    FunctionCallsStarted,
+    Interruption,
+    LLMResponseStarted,
+    LLMRunRequested,
+    LLMThoughtEnded,
+    LLMThoughtStarted,
+    LLMThoughtText,
+    ServiceError,
+    Transcription,
+    UserTurnStarted,
+    UserTurnStopped,
+)
+from pipeline.services.llm import LLMService
+from pipeline.services.tts import TTSService
+from pipeline.turn_completion import TurnCompletionFilter
+from pipeline.turns import UserTurnParams, UserTurns
+from pipeline.turns.clock import event_time
+from pipeline.turns.mute import UserMuteStrategy
+
+# How often turn-taking timers are checked when no audio frame arrives to drive them.
+TICK_SECONDS = 0.05
+
+_ASSISTANT_EVENTS: tuple[type[Event], ...] = (
+    LLMResponseStarted,
+    BotText,
+    BotResponseEnded,
+    Interruption,
+    LLMThoughtStarted,
+    LLMThoughtText,
+    LLMThoughtEnded,
+    FunctionCallsStarted,
+    FunctionCallInProgress,
+    FunctionCallResult,
+    FunctionCallCancelled,
+    UserTurnStarted,
+    UserTurnStopped,
+    BotStartedSpeaking,
+    BotStoppedSpeaking,
+)
+
+
+class Conversation:
+    """Wires turn-taking, aggregators and bot turns for one session.
+
+    ``output`` is the outbound audio (the paced track); register this object as its
+    playout listener so that bot speaking and spoken text follow real playout.
+    """
+
+    def __init__(
+        self,
+        context: LLMContext,
+        llm: LLMService,
+        tts: TTSService | None = None,
+        output: AudioOutput | None = None,
+        turn_params: UserTurnParams | None = None,
+        mute_strategies: Sequence[UserMuteStrategy] = (),
+        filter_incomplete_user_turns: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.context = context
+        self.llm = llm
+        self.tts = tts
+        self.output = output
+        self.clock = clock
+        self.filter_incomplete_user_turns = filter_incomplete_user_turns
+        self.events = Emitter()
+        self.turns = UserTurns(turn_params, emit=self.events.emit, mute_strategies=mute_strategies)
+        self.user = UserAggregator(context, self.feed)
+        self.assistant = AssistantAggregator(context, self.feed)
+        # Subscription order matters: the aggregators learn that the user started
+        # speaking before the barge-in handler cancels the bot.
+        for event_type in _ASSISTANT_EVENTS:
+            self.events.on(event_type, self.assistant.handle)
+        self.events.on(UserTurnStarted, self.user.handle)
+        self.events.on(UserTurnStopped, self.user.handle)
+        self.events.on(UserTurnStarted, self._on_user_turn_started)
+        self.events.on(LLMRunRequested, self._on_run_requested)
+        self._turn: asyncio.Task[None] | None = None
+        self._run_pending = False
+        self._ticker: asyncio.Task[None] | None = None
+
+    # -- input --------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        """Take any event from outside (VAD, STT, playout, tools) or from the aggregators."""
+        t = event_time(event)
+        if t is not None:
+            self.turns.advance(t)
+        if isinstance(event, Transcription):
+            # The transcript must be in the aggregation before the turn it may end stops.
+            if self.turns.muted:
+                return
+            self.user.handle(event)
+        if not self.turns.handle(event):
+            self.events.emit(event)
+
+    def tick(self) -> None:
+        """Fire turn-taking timers that are due (the session calls this per audio frame)."""
+        self.turns.advance(self.clock())
+
+    # -- playout (the output's listener) -----------------------------------------------------
+
+    def playout_started(self) -> None:
+        self.feed(BotStartedSpeaking(self.clock()))
+
+    def playout_stopped(self) -> None:
+        self.feed(BotStoppedSpeaking(self.clock()))
+
+    def segment_started(self, text: str) -> None:
+        pass  # captions follow playout here once the RTVI layer asks for them
+
+    def segment_played(self, text: str) -> None:
+        self.feed(BotText(text))
+
+    # -- bot turns -------------------------------------------------------------------------------
+
+    @property
+    def bot_active(self) -> bool:
+        """A bot turn is generating, or its audio is still playing."""
+        playing = self.output is not None and self.output.playing
+        return (self._turn is not None and not self._turn.done()) or playing
+
+    def run_llm(self) -> None:
+        """Answer now (e.g. a greeting, or text sent by the client)."""
+        self._on_run_requested(LLMRunRequested("requested"))
+
+    def _on_run_requested(self, event: LLMRunRequested) -> None:
+        if self._turn is not None and not self._turn.done():
+            self._run_pending = True  # answers are serialized, never overlapped
+            return
+        completion = TurnCompletionFilter() if self.filter_incomplete_user_turns else None
+        turn = BotTurn(self.context, self.llm, self.feed, self.tts, self.output, completion)
+        self._turn = asyncio.get_running_loop().create_task(turn.run(), name="bot-turn")
+        self._turn.add_done_callback(self._turn_done)
+
+    def _turn_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            error = turn_error(exc)
+            logger.warning("bot turn failed: {}", error)
+            self.events.emit(ServiceError(error.service, str(error.cause) or repr(error.cause)))
+            self.feed(BotResponseEnded())
+        if self._run_pending:
+            self._run_pending = False
+            self._on_run_requested(LLMRunRequested("queued"))
+
+    def _on_user_turn_started(self, event: UserTurnStarted) -> None:
+        if event.interrupt and self.bot_active:
+            self.interrupt(event.t)
+
+    def interrupt(self, t: float | None = None) -> None:
+        """Barge-in: cancel the bot turn, silence the output, close the assistant message.
+
+        All in one step: the flush reports the words that did go out (so the assistant
+        message holds only those) before the interruption closes the message.
+        """
+        if self._turn is not None and not self._turn.done():
+            self._turn.cancel()
+        self._run_pending = False
+        if self.output is not None:
+            self.output.flush()
+        self.feed(Interruption(self.clock() if t is None else t))
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the timer that drives turn-taking when no audio does."""
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_forever(), name="turns")
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            self.tick()
+
+    async def close(self) -> None:
+        """End of the session: stop everything; keep what was said (nothing is lost)."""
+        tasks: list[asyncio.Task[Any]] = [t for t in (self._ticker, self._turn) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.output is not None:
+            self.output.flush()
+        self.user.close()
+        self.assistant.close()

@@ -1,0 +1,318 @@
+"""The few event types that move through a session, and the emitter that delivers them.
+
+Every event is a small frozen dataclass. Times (``t``) are seconds on the session's
+clock (``time.monotonic()`` in production, any scripted number in tests). Events are
+facts that already happened; they are delivered synchronously, in order, to whoever
+subscribed (see :class:`Emitter`). Audio does not travel as events: 20 ms frames are
+handed straight from the transport to the VAD, and bot audio straight to the outbound
+track, so nothing queues behind a control event.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+# -- user speech (VAD) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base of every event."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStarted(Event):
+    """The VAD heard the user start speaking; ``t`` is the speech onset."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStopped(Event):
+    """The VAD decided the user stopped; ``t`` is when the speech ended (not when the
+    silence window closed, which is ``t + stop_secs``)."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class AudioIdle(Event):
+    """Audio stopped arriving while the user was speaking (e.g. mic muted mid-speech)."""
+
+    t: float
+
+
+# -- transcription -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Transcription(Event):
+    """Text heard from the user. ``final`` transcripts go into the context."""
+
+    text: str
+    t: float
+    final: bool = True
+    user_id: str = ""
+
+
+# -- user turns (from the turn controller) ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurnStarted(Event):
+    """A user turn began. ``interrupt`` asks the session to cancel the bot turn."""
+
+    t: float
+    strategy: str
+    interrupt: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurnStopped(Event):
+    """The user's turn is over: time to answer."""
+
+    t: float
+    strategy: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurnStopTimeout(Event):
+    """No stop strategy fired within ``user_turn_stop_timeout``; the turn was ended."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class UserIdle(Event):
+    """The user has said nothing for ``user_idle_timeout`` seconds."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class UserMuteStarted(Event):
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class UserMuteStopped(Event):
+    t: float
+
+
+# -- the bot ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BotStartedSpeaking(Event):
+    """Bot audio began to play out (not: began to be generated)."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class BotStoppedSpeaking(Event):
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption(Event):
+    """The user barged in: the bot turn is being cancelled."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResponseStarted(Event):
+    """An LLM response (one bot turn's text) begins."""
+
+
+@dataclass(frozen=True, slots=True)
+class LLMText(Event):
+    """A chunk of streamed LLM text (not yet spoken)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResponseEnded(Event):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class BotText(Event):
+    """Text the user actually received: spoken (its audio played) or, for a text-only
+    response, sent. This, not :class:`LLMText`, is what the assistant message holds."""
+
+    text: str
+    spoken: bool = True
+    includes_spaces: bool = False  # True for raw LLM tokens, which carry their own spacing
+
+
+@dataclass(frozen=True, slots=True)
+class LLMThoughtStarted(Event):
+    llm: str = ""
+    append_to_context: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LLMThoughtText(Event):
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LLMThoughtEnded(Event):
+    signature: str = ""
+
+
+# -- function calls -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """One tool call requested by the LLM."""
+
+    tool_call_id: str
+    function_name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    cancel_on_interruption: bool = True
+    group_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCallsStarted(Event):
+    """The LLM asked for these calls (a parallel group)."""
+
+    calls: tuple[FunctionCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCallInProgress(Event):
+    call: FunctionCall
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCallResult(Event):
+    """A result for a call; ``is_final=False`` is an intermediate result (async tools).
+    ``run_llm`` overrides whether the LLM runs again once this result is in."""
+
+    tool_call_id: str
+    function_name: str
+    result: Any
+    is_final: bool = True
+    run_llm: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCallCancelled(Event):
+    tool_call_id: str
+    function_name: str
+
+
+# -- what the aggregators report ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BotResponseEnded(Event):
+    """Everything one LLM response produced has been delivered (its audio played out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserTranscript(Event):
+    """A user turn's text, as added to the context (``on_user_turn_stopped``)."""
+
+    content: str
+    timestamp: str
+    user_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantTurnStarted(Event):
+    timestamp: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantTranscript(Event):
+    """An assistant turn's text as delivered (``on_assistant_turn_stopped``); empty when
+    it was interrupted before anything was said."""
+
+    content: str
+    interrupted: bool
+    timestamp: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantThought(Event):
+    content: str
+    timestamp: str
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRunRequested(Event):
+    """The context changed in a way that needs an answer: run the LLM on it."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceError(Event):
+    """A model service failed during a turn; the turn ended, the session goes on."""
+
+    service: str
+    error: str
+    fatal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequested(Event):
+    """Older history should be summarized: ``request`` says what and how (a
+    :class:`pipeline.summarizer.SummaryRequest`)."""
+
+    request: Any
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryAppliedEvent(Event):
+    """A summary replaced older history (``on_summary_applied``); ``applied`` is a
+    :class:`pipeline.summarizer.SummaryApplied`."""
+
+    applied: Any
+
+
+# -- emitter ------------------------------------------------------------------------------------
+
+E = TypeVar("E", bound=Event)
+
+
+class Emitter:
+    """Synchronous publish/subscribe by event type.
+
+    Handlers run in subscription order, inside ``emit``; they must be quick and must not
+    block (start a task for anything slow). An event emitted by a handler is delivered
+    after the current one has reached all its handlers, so order is preserved.
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[type[Event], list[Callable[[Any], None]]] = defaultdict(list)
+        self._pending: list[Event] = []
+        self._delivering = False
+
+    def on(self, event_type: type[E], handler: Callable[[E], None]) -> None:
+        """Call ``handler`` for every event of exactly ``event_type``."""
+        self._handlers[event_type].append(handler)
+
+    def emit(self, event: Event) -> None:
+        self._pending.append(event)
+        if self._delivering:
+            return
+        self._delivering = True
+        try:
+            while self._pending:
+                current = self._pending.pop(0)
+                for handler in self._handlers.get(type(current), ()):
+                    handler(current)
+        finally:
+            self._delivering = False
+            self._pending.clear()

@@ -1,0 +1,1 @@
+"""Model services behind small interfaces: speech-to-text, the LLM, text-to-speech."""

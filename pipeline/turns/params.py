@@ -1,0 +1,52 @@
+"""Turn-taking settings with their defaults in one place, and the strategies they imply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.turns.controller import DEFAULT_USER_TURN_STOP_TIMEOUT
+from pipeline.turns.start_min_words import MinWordsTurnStart
+from pipeline.turns.start_transcription import TranscriptionTurnStart
+from pipeline.turns.start_vad import VADTurnStart
+from pipeline.turns.stop_speech_timeout import DEFAULT_USER_SPEECH_TIMEOUT, SpeechTimeoutTurnStop
+from pipeline.turns.strategy import UserTurnStartStrategy, UserTurnStopStrategy
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurnParams:
+    """How user turns start, stop and time out.
+
+    - ``user_turn_stop_timeout``: end a turn no stop strategy ended after this many
+      seconds of silence and no new transcript.
+    - ``user_speech_timeout``: pause after which the user is taken to be done.
+    - ``min_words``: above 1, the user must say this many words to take the floor while
+      the bot speaks (backchannels do not interrupt); 0 or 1: any speech does.
+    - ``user_idle_timeout``: emit ``UserIdle`` after this long without a user turn once
+      the bot stopped speaking; 0 turns it off.
+    - ``enable_interruptions``: whether a user turn asks to cut the bot off.
+    """
+
+    user_turn_stop_timeout: float = DEFAULT_USER_TURN_STOP_TIMEOUT
+    user_speech_timeout: float = DEFAULT_USER_SPEECH_TIMEOUT
+    min_words: int = 0
+    user_idle_timeout: float = 0.0
+    enable_interruptions: bool = True
+
+    def start_strategies(self) -> list[UserTurnStartStrategy]:
+        """VAD then transcription (Pipecat's defaults), or min-words when set.
+
+        Min-words replaces both: it already starts at the VAD while the bot is silent and
+        at the first word without a VAD, and a plain transcription start would let a
+        backchannel through.
+        """
+        interrupt = self.enable_interruptions
+        if self.min_words > 1:
+            return [MinWordsTurnStart(min_words=self.min_words, enable_interruptions=interrupt)]
+        return [
+            VADTurnStart(enable_interruptions=interrupt),
+            TranscriptionTurnStart(enable_interruptions=interrupt),
+        ]
+
+    def stop_strategies(self) -> list[UserTurnStopStrategy]:
+        """The speech timeout (Pipecat's default is a turn-analyzer model we do not run)."""
+        return [SpeechTimeoutTurnStop(user_speech_timeout=self.user_speech_timeout)]

@@ -1,0 +1,175 @@
+"""A whole conversation in one process: a bot turn, then a barge-in that cancels it.
+
+The model edge is scripted (an LLM that streams tokens, a TTS that makes tones); the rest
+is real: turn-taking, aggregators, the bot-turn task and the paced outbound track, read
+by a task the way aiortc's sender reads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+
+from pipeline.context import LLMContext
+from pipeline.conversation import Conversation
+from pipeline.frames import (
+    BotStartedSpeaking,
+    BotStoppedSpeaking,
+    Event,
+    Interruption,
+    LLMResponseEnded,
+    ServiceError,
+    SpeechStarted,
+    SpeechStopped,
+    Transcription,
+)
+from pipeline.messages import AssistantMessage
+from pipeline.services.llm import LLMChunk, TextDelta
+from server.webrtc import PacedAudioTrack
+
+ANSWER = "Sure. The weather is sunny and warm today, with a light breeze. Enjoy the day."
+
+
+class ScriptedLLM:
+    """Streams a fixed answer token by token; remembers what it was asked and if closed."""
+
+    supports_tools = False
+
+    def __init__(self, answer: str = ANSWER, fail: bool = False) -> None:
+        self.answer = answer
+        self.fail = fail
+        self.requests: list[list[dict[str, Any]]] = []
+        self.closed = 0
+
+    async def stream(
+        self, messages: list[dict[str, Any]], tools: Any = None, tool_choice: Any = None
+    ) -> AsyncIterator[LLMChunk]:
+        self.requests.append(messages)
+        try:
+            if self.fail:
+                raise ConnectionError("endpoint down")
+            for word in self.answer.split(" "):
+                await asyncio.sleep(0.005)
+                yield TextDelta(word + " ")
+        finally:
+            self.closed += 1
+
+
+class ToneTTS:
+    """0.3 s of tone per sentence, in two chunks."""
+
+    sample_rate = 24000
+
+    def __init__(self) -> None:
+        self.sentences: list[str] = []
+        self.closed = 0
+
+    async def synthesize(self, text: str) -> AsyncIterator[np.ndarray]:
+        self.sentences.append(text)
+        t = np.arange(int(0.15 * self.sample_rate)) / self.sample_rate
+        chunk = (6000 * np.sin(2 * np.pi * 220 * t)).astype(np.int16)
+        try:
+            for _ in range(2):
+                await asyncio.sleep(0.01)
+                yield chunk
+        finally:
+            self.closed += 1
+
+
+class Harness:
+    def __init__(self, llm: ScriptedLLM) -> None:
+        self.llm = llm
+        self.tts = ToneTTS()
+        self.track = PacedAudioTrack()
+        self.context = LLMContext([{"role": "system", "content": "Be brief."}])
+        self.conv = Conversation(self.context, llm, self.tts, self.track)
+        self.track.listener = self.conv
+        self.seen: list[Event] = []
+        for kind in (BotStartedSpeaking, BotStoppedSpeaking, Interruption, LLMResponseEnded,
+                     ServiceError):  # fmt: skip
+            self.conv.events.on(kind, self.seen.append)
+        self._sender: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Harness:
+        self.conv.start()
+        self._sender = asyncio.create_task(self._send())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._sender is not None
+        self._sender.cancel()
+        await asyncio.gather(self._sender, return_exceptions=True)
+        await self.conv.close()
+
+    async def _send(self) -> None:
+        while True:
+            await self.track.recv()
+
+    async def until(self, kind: type[Event], count: int = 1, within: float = 5.0) -> None:
+        deadline = time.monotonic() + within
+        while sum(isinstance(e, kind) for e in self.seen) < count:
+            assert time.monotonic() < deadline, f"no {kind.__name__}; saw {self.seen}"
+            await asyncio.sleep(0.01)
+
+
+async def test_an_answer_is_spoken_whole_and_recorded() -> None:
+    async with Harness(ScriptedLLM()) as h:
+        h.conv.user.add_text("What is the weather?")
+        await h.until(BotStoppedSpeaking)
+        await asyncio.sleep(0.05)
+    assert h.tts.sentences == [
+        "Sure.",
+        "The weather is sunny and warm today, with a light breeze.",
+        "Enjoy the day.",
+    ]
+    last = h.context.messages[-1]
+    assert isinstance(last, AssistantMessage) and not last.interrupted
+    assert last.text_content() == ANSWER
+    assert h.llm.requests[0][-1] == {"role": "user", "content": "What is the weather?"}
+
+
+async def test_barge_in_cancels_the_turn_and_keeps_only_what_was_spoken() -> None:
+    async with Harness(ScriptedLLM()) as h:
+        h.conv.user.add_text("What is the weather?")
+        await h.until(BotStartedSpeaking)
+        await asyncio.sleep(0.4)  # "Sure." has played; the next sentence is under way
+        now = time.monotonic()
+        h.conv.feed(SpeechStarted(now))  # the VAD hears the user: a turn, with barge-in
+        # At once, in the same step: audio gone, the turn cancelled, the message closed.
+        assert h.track.queued_seconds == 0 and not h.track.playing
+        assert any(isinstance(e, Interruption) for e in h.seen)
+        assert h.seen.index(next(e for e in h.seen if isinstance(e, BotStoppedSpeaking))) < (
+            h.seen.index(next(e for e in h.seen if isinstance(e, Interruption)))
+        )
+        await asyncio.sleep(0.05)
+        assert h.llm.closed == 1 and h.tts.closed >= 1, "LLM and TTS streams were closed"
+        spoken = h.context.messages[-1]
+        assert isinstance(spoken, AssistantMessage) and spoken.interrupted
+        text = spoken.text_content()
+        assert text.startswith("Sure.") and len(text) < len(ANSWER)
+        assert ANSWER.startswith(text)
+
+        # The user's turn goes on and ends; the next answer sees the interrupted one.
+        h.conv.feed(Transcription("Wait, what about tomorrow?", now + 0.5))
+        h.conv.feed(SpeechStopped(now + 0.6))
+        await h.until(LLMResponseEnded, count=2, within=5)
+        wire = h.llm.requests[1]
+        assert wire[-2] == {"role": "assistant", "content": text}
+        assert wire[-1] == {"role": "user", "content": "Wait, what about tomorrow?"}
+
+
+async def test_a_failing_llm_reports_an_error_and_the_next_turn_works() -> None:
+    llm = ScriptedLLM(fail=True)
+    async with Harness(llm) as h:
+        h.conv.user.add_text("Hello?")
+        await h.until(ServiceError)
+        error = next(e for e in h.seen if isinstance(e, ServiceError))
+        assert "endpoint down" in error.error and not error.fatal
+        llm.fail = False
+        h.conv.user.add_text("Hello again?")
+        await h.until(BotStoppedSpeaking)
+    assert h.context.messages[-1].text_content() == ANSWER

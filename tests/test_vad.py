@@ -1,0 +1,367 @@
+"""Silero VAD against speech with known timing: espeak-ng sentences placed in silence.
+
+The truth for each sentence is its first and last sample above 1% of the clip's peak.
+Everything runs on the real model; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+import wave
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import av
+import numpy as np
+import pytest
+
+from pipeline.frames import AudioIdle, Event, SpeechStarted, SpeechStopped
+from pipeline.vad import (
+    MODEL_BYTES,
+    SAMPLE_RATE,
+    ModelFileError,
+    SileroModel,
+    VADAnalyzer,
+    VADBatch,
+    VADParams,
+    VADState,
+    find_silero_model,
+    window_volume,
+)
+
+FRAME = 320  # 20 ms
+TOLERANCE = 0.1  # seconds, for onsets and ends
+SENTENCE_A = "The quick brown fox jumps over the lazy dog."
+SENTENCE_B = "Please call me back when you get a chance tomorrow."
+
+
+def espeak(text: str) -> np.ndarray:
+    """A sentence as 16 kHz int16 samples (espeak-ng writes 22050 Hz)."""
+    binary = shutil.which("espeak-ng")
+    if binary is None:
+        pytest.fail("espeak-ng is missing: apt-get install espeak-ng")
+    wav = subprocess.run([binary, "--stdout", text], check=True, capture_output=True).stdout
+    with wave.open(io.BytesIO(wav)) as src:
+        rate = src.getframerate()
+        samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
+    frame = av.AudioFrame.from_ndarray(samples[None, :].copy(), format="s16", layout="mono")
+    frame.sample_rate = rate
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
+    out = [*resampler.resample(frame), *resampler.resample(None)]
+    return np.concatenate([f.to_ndarray()[0] for f in out])
+
+
+@dataclass
+class Timeline:
+    samples: np.ndarray  # int16
+    truth: list[tuple[float, float]]  # (onset, end) of each sentence, seconds from 0
+
+
+def timeline(*parts: float | np.ndarray) -> Timeline:
+    """Silences (seconds) and clips in order, with each clip's true onset and end.
+
+    Clips are trimmed to their sound, so the silences are the true pauses."""
+    chunks: list[np.ndarray] = []
+    truth: list[tuple[float, float]] = []
+    position = 0
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            loud = np.flatnonzero(np.abs(part.astype(np.int32)) > 0.01 * np.abs(part).max())
+            chunk = part[loud[0] : loud[-1] + 1].astype(np.int16)
+            truth.append((position / SAMPLE_RATE, (position + chunk.size) / SAMPLE_RATE))
+        else:
+            chunk = np.zeros(round(part * SAMPLE_RATE), np.int16)
+        chunks.append(chunk)
+        position += chunk.size
+    return Timeline(np.concatenate(chunks), truth)
+
+
+def at_level(samples: np.ndarray, dbfs: float) -> np.ndarray:
+    """Scale to an RMS level (over the non-silent part) in dBFS, as int16."""
+    x = samples.astype(np.float64)
+    rms = np.sqrt(np.mean(x[np.abs(x) > 0] ** 2))
+    return np.clip(np.round(x / rms * 32768 * 10 ** (dbfs / 20)), -32768, 32767).astype(np.int16)
+
+
+def frames(samples: np.ndarray, t0: float = 0.0) -> list[tuple[bytes, float]]:
+    usable = samples.size - samples.size % FRAME
+    return [
+        (samples[i : i + FRAME].tobytes(), t0 + i / SAMPLE_RATE) for i in range(0, usable, FRAME)
+    ]
+
+
+def run(analyzer: VADAnalyzer, samples: np.ndarray, t0: float = 0.0) -> list[Event]:
+    events: list[Event] = []
+    for frame, t in frames(samples, t0):
+        events += analyzer.push(frame, t)
+    return events
+
+
+def kinds(events: list[Event]) -> list[type[Event]]:
+    return [type(e) for e in events]
+
+
+@pytest.fixture(scope="session")
+def model() -> SileroModel:
+    return SileroModel.shared()
+
+
+@pytest.fixture(scope="session")
+def sentence_a() -> np.ndarray:
+    return espeak(SENTENCE_A)
+
+
+@pytest.fixture(scope="session")
+def sentence_b() -> np.ndarray:
+    return espeak(SENTENCE_B)
+
+
+# -- model file ---------------------------------------------------------------------------
+
+
+def test_model_file_found_without_importing_silero_package() -> None:
+    # In a fresh interpreter: silero_vad's __init__ imports torch, which is not installed.
+    code = (
+        "import sys; from pipeline.vad import find_silero_model; p = find_silero_model(); "
+        "assert 'silero_vad' not in sys.modules and 'torch' not in sys.modules; print(p)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip().endswith("silero_vad/data/silero_vad.onnx")
+    assert find_silero_model().stat().st_size == MODEL_BYTES
+
+
+def test_wrong_size_model_is_rejected(tmp_path) -> None:
+    data = tmp_path / "silero_vad" / "data"
+    data.mkdir(parents=True)
+    (data / "silero_vad.onnx").write_bytes(find_silero_model().read_bytes()[:-100])
+    with pytest.raises(ModelFileError) as error:
+        find_silero_model(tmp_path / "silero_vad")
+    message = str(error.value)
+    assert "2,327,424 bytes, expected 2,327,524" in message
+    assert "pip install --no-deps silero-vad==6.2.3" in message
+
+
+def test_missing_model_is_rejected(tmp_path) -> None:
+    with pytest.raises(ModelFileError, match=r"missing; reinstall with `pip install --no-deps"):
+        find_silero_model(tmp_path)
+
+
+# -- the model ----------------------------------------------------------------------------
+
+
+def test_shared_model_is_one_instance(model: SileroModel) -> None:
+    assert SileroModel.shared() is model
+
+
+def test_batch_rows_equal_single_rows(model: SileroModel) -> None:
+    rng = np.random.default_rng(7)
+    windows = (rng.standard_normal((9, 576)) * 0.1).astype(np.float32)
+    states = (rng.standard_normal((2, 9, 128)) * 0.5).astype(np.float32)
+    probs, new_states = model.infer(windows, states)
+    assert probs.shape == (9,) and new_states.shape == (2, 9, 128)
+    for row in range(9):
+        alone, alone_state = model.infer(
+            windows[row : row + 1], np.ascontiguousarray(states[:, row : row + 1])
+        )
+        np.testing.assert_allclose(alone[0], probs[row], atol=1e-6)
+        np.testing.assert_allclose(alone_state[:, 0], new_states[:, row], atol=1e-6)
+
+
+# -- speech timing ------------------------------------------------------------------------
+
+
+def assert_near(reported: float, true: float) -> None:
+    assert abs(reported - true) <= TOLERANCE, f"reported {reported:.3f}, truth {true:.3f}"
+
+
+@pytest.mark.parametrize("lead", [1.0, 1.011, 1.023])  # onsets at different window phases
+def test_two_sentences_start_and_stop_at_the_truth(
+    model: SileroModel, sentence_a: np.ndarray, sentence_b: np.ndarray, lead: float
+) -> None:
+    line = timeline(lead, sentence_a, 1.5, sentence_b, 2.0)
+    t0 = 12.5  # a session clock that does not start at zero
+    events = run(VADAnalyzer(model=model), line.samples, t0)
+    assert kinds(events) == [SpeechStarted, SpeechStopped, SpeechStarted, SpeechStopped]
+    for index, (onset, end) in enumerate(line.truth):
+        assert_near(events[2 * index].t, t0 + onset)
+        assert_near(events[2 * index + 1].t, t0 + end)
+
+
+def test_pause_shorter_than_stop_secs_does_not_split(
+    model: SileroModel, sentence_a: np.ndarray, sentence_b: np.ndarray
+) -> None:
+    line = timeline(0.5, sentence_a, 0.4, sentence_b, 1.2)
+    events = run(VADAnalyzer(model=model), line.samples)
+    assert kinds(events) == [SpeechStarted, SpeechStopped]
+    assert_near(events[0].t, line.truth[0][0])
+    assert_near(events[1].t, line.truth[1][1])
+
+
+def test_pause_longer_than_stop_secs_splits(model: SileroModel, sentence_a: np.ndarray) -> None:
+    line = timeline(0.5, sentence_a, 1.0, sentence_a, 1.2)
+    events = run(VADAnalyzer(model=model), line.samples)
+    assert kinds(events) == [SpeechStarted, SpeechStopped] * 2
+
+
+def test_quiet_speech_is_heard(model: SileroModel, sentence_b: np.ndarray) -> None:
+    line = timeline(1.0, at_level(sentence_b, -40), 1.2)
+    events = run(VADAnalyzer(model=model), line.samples)
+    assert kinds(events) == [SpeechStarted, SpeechStopped]
+    assert_near(events[0].t, line.truth[0][0])
+
+
+# -- no speech ----------------------------------------------------------------------------
+
+
+def pink(rng: np.random.Generator, size: int) -> np.ndarray:
+    spectrum = np.fft.rfft(rng.standard_normal(size))
+    spectrum /= np.sqrt(np.maximum(np.arange(spectrum.size), 1))
+    return np.fft.irfft(spectrum, size)
+
+
+@pytest.mark.parametrize("dbfs", [-60, -35])
+def test_noise_is_not_speech(model: SileroModel, dbfs: float) -> None:
+    rng = np.random.default_rng(3)
+    for noise in (rng.standard_normal(4 * SAMPLE_RATE), pink(rng, 4 * SAMPLE_RATE)):
+        analyzer = VADAnalyzer(model=model)
+        assert run(analyzer, at_level(noise, dbfs)) == []
+        assert analyzer.state is VADState.QUIET
+
+
+def test_silence_is_not_speech(model: SileroModel) -> None:
+    assert run(VADAnalyzer(model=model), np.zeros(3 * SAMPLE_RATE, np.int16)) == []
+
+
+def test_min_volume_gates_very_quiet_speech(model: SileroModel, sentence_b: np.ndarray) -> None:
+    faint = timeline(0.5, at_level(sentence_b, -65), 1.2).samples
+    assert run(VADAnalyzer(model=model), faint) == []
+    # The model alone does hear it: the gate is what keeps it out.
+    ungated = VADAnalyzer(VADParams(min_volume=0.0), model=model)
+    assert SpeechStarted in kinds(run(ungated, faint))
+
+
+def test_volume_scale() -> None:
+    tone = np.sin(np.arange(512) * 0.3).astype(np.float32)  # RMS = -3 dBFS
+    assert window_volume(np.zeros(512, np.float32)) == 0.0
+    assert window_volume(tone) == 1.0
+    assert window_volume(tone * 10 ** (-47 / 20)) == pytest.approx(0.6, abs=0.01)
+
+
+# -- idle audio and reset -----------------------------------------------------------------
+
+
+def test_audio_idle_ends_speech(model: SileroModel, sentence_a: np.ndarray) -> None:
+    line = timeline(0.5, sentence_a)
+    cut = (round(1.5 * SAMPLE_RATE) // FRAME) * FRAME  # mid-sentence
+    analyzer = VADAnalyzer(model=model)
+    assert kinds(run(analyzer, line.samples[:cut])) == [SpeechStarted]
+    last_audio = cut / SAMPLE_RATE
+    assert analyzer.check_idle(last_audio + 0.9) == []
+    events = analyzer.check_idle(last_audio + 1.0)
+    assert events == [SpeechStopped(last_audio), AudioIdle(last_audio + 1.0)]
+    assert analyzer.state is VADState.QUIET
+    assert analyzer.check_idle(last_audio + 5.0) == []
+
+
+def test_idle_without_speech_emits_nothing(model: SileroModel) -> None:
+    analyzer = VADAnalyzer(model=model)
+    assert analyzer.check_idle(10.0) == []
+    run(analyzer, np.zeros(SAMPLE_RATE, np.int16))
+    assert analyzer.check_idle(10.0) == []
+
+
+def test_reset_forgets_speech(model: SileroModel, sentence_a: np.ndarray) -> None:
+    analyzer = VADAnalyzer(model=model)
+    assert kinds(run(analyzer, timeline(0.5, sentence_a).samples[: SAMPLE_RATE * 2])) == [
+        SpeechStarted
+    ]
+    analyzer.reset()
+    assert analyzer.state is VADState.QUIET
+    assert run(analyzer, np.zeros(SAMPLE_RATE * 2, np.int16)) == []
+
+
+def test_params_are_checked() -> None:
+    with pytest.raises(ValueError):
+        VADParams(confidence=1.5)
+    with pytest.raises(ValueError):
+        VADParams(stop_secs=0)
+
+
+# -- batching across sessions -------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def three_streams(sentence_a: np.ndarray, sentence_b: np.ndarray) -> list[np.ndarray]:
+    rng = np.random.default_rng(5)
+    return [
+        timeline(0.7, sentence_a, 1.0, sentence_b, 1.0).samples,
+        timeline(0.26, sentence_b, 0.3, sentence_a, 1.5).samples,
+        at_level(pink(rng, 5 * SAMPLE_RATE), -50),
+    ]
+
+
+def alone(model: SileroModel, streams: list[np.ndarray]) -> list[list[Event]]:
+    return [run(VADAnalyzer(model=model), s, 3.0 * n) for n, s in enumerate(streams)]
+
+
+def assert_same_events(got: list[list[Event]], expected: list[list[Event]]) -> None:
+    # Times may differ in the last bits: the buffer clock re-anchors on every frame fed.
+    assert [kinds(e) for e in got] == [kinds(e) for e in expected]
+    for mine, theirs in zip(got, expected, strict=True):
+        assert [e.t for e in mine] == pytest.approx([e.t for e in theirs], abs=1e-9)
+
+
+def test_batched_sessions_equal_single_sessions(
+    model: SileroModel, three_streams: list[np.ndarray]
+) -> None:
+    expected = alone(model, three_streams)
+    assert kinds(expected[0]) == [SpeechStarted, SpeechStopped] * 2
+    analyzers = [VADAnalyzer(model=model) for _ in three_streams]
+    # Stream n starts n frames late, so windows become ready on different ticks.
+    feeds = [[None] * n + frames(s, 3.0 * n) for n, s in enumerate(three_streams)]
+    batch = VADBatch(model)
+    got: list[list[Event]] = [[] for _ in analyzers]
+    for tick in range(max(len(f) for f in feeds)):
+        for analyzer, feed in zip(analyzers, feeds, strict=True):
+            if tick < len(feed) and feed[tick] is not None:
+                analyzer.feed(*feed[tick])
+        for events, new in zip(got, batch.run(analyzers), strict=True):
+            events += new
+    assert_same_events(got, expected)
+
+
+def test_inference_in_an_executor_while_frames_arrive(
+    model: SileroModel, three_streams: list[np.ndarray]
+) -> None:
+    expected = alone(model, three_streams)
+    analyzers = [VADAnalyzer(model=model) for _ in three_streams]
+    feeds = [frames(s, 3.0 * n) for n, s in enumerate(three_streams)]
+    batch = VADBatch(model)
+    got: list[list[Event]] = [[] for _ in analyzers]
+
+    def collect(results: list[list[Event]]) -> None:
+        for events, new in zip(got, results, strict=True):
+            events += new
+
+    with ThreadPoolExecutor(1) as pool:
+        for tick in range(max(len(f) for f in feeds)):
+            staged = batch.stage(analyzers)
+            future = pool.submit(batch.infer)
+            # The next frames arrive while the staged windows are being inferred.
+            for analyzer, feed in zip(analyzers, feeds, strict=True):
+                if tick < len(feed):
+                    analyzer.feed(*feed[tick])
+            future.result()
+            if staged:
+                collect(batch.finish())
+        collect(batch.run(analyzers))  # drain the last windows
+    assert_same_events(got, expected)
+
+
+def test_batch_rejects_a_foreign_model(model: SileroModel) -> None:
+    other = SileroModel(find_silero_model())
+    with pytest.raises(ValueError, match="share"):
+        VADBatch(model).run([VADAnalyzer(model=other)])
