@@ -31,7 +31,11 @@ from pipeline.frames import (
 from pipeline.sentences import SentenceAggregator
 from pipeline.services.llm import LLMService, TextDelta, ToolCallRequest, UsageReport
 from pipeline.services.tts import TTSService
-from pipeline.turn_completion import TurnCompletionFilter
+from pipeline.turn_completion import (
+    TurnCompletionConfig,
+    TurnCompletionFilter,
+    with_instructions,
+)
 
 
 class TurnError(Exception):
@@ -76,6 +80,7 @@ class BotTurn:
         tts: TTSService | None = None,
         output: AudioOutput | None = None,
         completion: TurnCompletionFilter | None = None,
+        completion_config: TurnCompletionConfig | None = None,
     ) -> None:
         self.context = context
         self.llm = llm
@@ -83,6 +88,7 @@ class BotTurn:
         self.output = output
         self._emit = emit
         self._completion = completion
+        self._completion_config = completion_config or TurnCompletionConfig()
         self.tool_calls: list[ToolCallRequest] = []
 
     async def run(self) -> None:
@@ -102,7 +108,10 @@ class BotTurn:
         splitter = SentenceAggregator()
         tools = self.context.tools if self.llm.supports_tools else None
         tool_choice = self.context.tool_choice if tools else None
-        stream = self.llm.stream(self.context.to_openai(), tools, tool_choice)
+        messages = self.context.to_openai()
+        if self._completion is not None:
+            messages = with_instructions(messages, self._completion_config.instructions)
+        stream = self.llm.stream(messages, tools, tool_choice)
         try:
             async with aclosing(stream) as chunks:
                 async for chunk in chunks:

@@ -42,7 +42,7 @@ from pipeline.frames import (
 )
 from pipeline.services.llm import LLMService
 from pipeline.services.tts import TTSService
-from pipeline.turn_completion import TurnCompletionFilter
+from pipeline.turn_completion import TurnCompletionConfig, TurnCompletionFilter
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
 from pipeline.turns.mute import UserMuteStrategy
@@ -85,6 +85,7 @@ class Conversation:
         turn_params: UserTurnParams | None = None,
         mute_strategies: Sequence[UserMuteStrategy] = (),
         filter_incomplete_user_turns: bool = False,
+        turn_completion: TurnCompletionConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.context = context
@@ -93,6 +94,8 @@ class Conversation:
         self.output = output
         self.clock = clock
         self.filter_incomplete_user_turns = filter_incomplete_user_turns
+        self.turn_completion = turn_completion or TurnCompletionConfig()
+        self._reprompt: asyncio.TimerHandle | None = None
         self.events = Emitter()
         self.turns = UserTurns(turn_params, emit=self.events.emit, mute_strategies=mute_strategies)
         self.user = UserAggregator(context, self.feed)
@@ -158,14 +161,25 @@ class Conversation:
         if self._turn is not None and not self._turn.done():
             self._run_pending = True  # answers are serialized, never overlapped
             return
+        self._cancel_reprompt()
         completion = TurnCompletionFilter() if self.filter_incomplete_user_turns else None
-        turn = BotTurn(self.context, self.llm, self.feed, self.tts, self.output, completion)
+        turn = BotTurn(
+            self.context, self.llm, self.feed, self.tts, self.output,
+            completion, self.turn_completion,
+        )  # fmt: skip
         self._turn = asyncio.get_running_loop().create_task(turn.run(), name="bot-turn")
-        self._turn.add_done_callback(self._turn_done)
+        self._turn.add_done_callback(lambda task: self._turn_done(task, completion))
 
-    def _turn_done(self, task: asyncio.Task[None]) -> None:
+    def _turn_done(self, task: asyncio.Task[None], completion: TurnCompletionFilter | None) -> None:
         if task.cancelled():
             return
+        wait = completion.reprompt_after(self.turn_completion) if completion else None
+        if wait is not None and not self._run_pending:
+            # The user had not finished: say nothing now, nudge them if they stay quiet.
+            seconds, prompt = wait
+            self._reprompt = asyncio.get_running_loop().call_later(
+                seconds, self._reprompt_user, prompt
+            )
         exc = task.exception()
         if exc is not None:
             error = turn_error(exc)
@@ -176,7 +190,18 @@ class Conversation:
             self._run_pending = False
             self._on_run_requested(LLMRunRequested("queued"))
 
+    def _reprompt_user(self, prompt: str) -> None:
+        self._reprompt = None
+        self.context.add_message({"role": "system", "content": prompt})
+        self._on_run_requested(LLMRunRequested("re-prompt"))
+
+    def _cancel_reprompt(self) -> None:
+        if self._reprompt is not None:
+            self._reprompt.cancel()
+            self._reprompt = None
+
     def _on_user_turn_started(self, event: UserTurnStarted) -> None:
+        self._cancel_reprompt()
         if event.interrupt and self.bot_active:
             self.interrupt(event.t)
 
@@ -206,6 +231,7 @@ class Conversation:
 
     async def close(self) -> None:
         """End of the session: stop everything; keep what was said (nothing is lost)."""
+        self._cancel_reprompt()
         tasks: list[asyncio.Task[Any]] = [t for t in (self._ticker, self._turn) if t is not None]
         for task in tasks:
             task.cancel()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 COMPLETE = "✓"
 INCOMPLETE_SHORT = "○"
@@ -46,6 +47,15 @@ class Verdict(Enum):
     COMPLETE = "complete"
     INCOMPLETE_SHORT = "incomplete_short"
     INCOMPLETE_LONG = "incomplete_long"
+
+
+def with_instructions(messages: list[dict[str, Any]], instructions: str) -> list[dict[str, Any]]:
+    """The wire messages with the marker instructions added to the system prompt (the
+    context itself is left alone: the instructions are for the LLM, not the transcript)."""
+    if messages and messages[0].get("role") == "system":
+        first = {**messages[0], "content": f"{messages[0].get('content', '')}\n\n{instructions}"}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": instructions}, *messages]
 
 
 def strip_markers(text: str) -> str:

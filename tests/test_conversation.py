@@ -29,6 +29,7 @@ from pipeline.frames import (
 )
 from pipeline.messages import AssistantMessage
 from pipeline.services.llm import LLMChunk, TextDelta
+from pipeline.turn_completion import TurnCompletionConfig
 from server.webrtc import PacedAudioTrack
 
 ANSWER = "Sure. The weather is sunny and warm today, with a light breeze. Enjoy the day."
@@ -173,3 +174,35 @@ async def test_a_failing_llm_reports_an_error_and_the_next_turn_works() -> None:
         h.conv.user.add_text("Hello again?")
         await h.until(BotStoppedSpeaking)
     assert h.context.messages[-1].text_content() == ANSWER
+
+
+async def test_incomplete_turn_is_not_answered_and_the_user_is_nudged_later() -> None:
+    llm = ScriptedLLM(answer="○")
+    async with Harness(llm) as h:
+        h.conv.filter_incomplete_user_turns = True
+        h.conv.turn_completion = TurnCompletionConfig(incomplete_short_timeout=0.2)
+        h.conv.user.add_text("I want to book a flight to")
+        await h.until(LLMResponseEnded)
+        assert "✓" in llm.requests[0][0]["content"], "the instructions reach the LLM"
+        assert not any(isinstance(m, AssistantMessage) for m in h.context.messages)
+        assert h.tts.sentences == [], "nothing is spoken"
+        llm.answer = "✓ Where would you like to fly?"
+        await h.until(LLMResponseEnded, count=2, within=2)
+        assert llm.requests[1][-1] == {
+            "role": "system",
+            "content": h.conv.turn_completion.incomplete_short_prompt,
+        }
+        await h.until(BotStoppedSpeaking)
+    assert h.context.messages[-1].text_content() == "Where would you like to fly?"
+
+
+async def test_the_nudge_is_cancelled_when_the_user_goes_on() -> None:
+    llm = ScriptedLLM(answer="○")
+    async with Harness(llm) as h:
+        h.conv.filter_incomplete_user_turns = True
+        h.conv.turn_completion = TurnCompletionConfig(incomplete_short_timeout=0.2)
+        h.conv.user.add_text("I want to book a flight to")
+        await h.until(LLMResponseEnded)
+        h.conv.feed(SpeechStarted(time.monotonic()))
+        await asyncio.sleep(0.4)
+        assert len(llm.requests) == 1
