@@ -10,6 +10,7 @@ survives the cancellation, so a barge-in never hears stale audio.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 from contextlib import aclosing
@@ -27,6 +28,7 @@ from pipeline.frames import (
     LLMResponseEnded,
     LLMResponseStarted,
     LLMText,
+    Metric,
 )
 from pipeline.sentences import SentenceAggregator
 from pipeline.services.llm import LLMService, TextDelta, ToolCallRequest, UsageReport
@@ -112,17 +114,24 @@ class BotTurn:
         if self._completion is not None:
             messages = with_instructions(messages, self._completion_config.instructions)
         stream = self.llm.stream(messages, tools, tool_choice)
+        started = time.monotonic()
+        first = True
         try:
             async with aclosing(stream) as chunks:
                 async for chunk in chunks:
+                    if first and not isinstance(chunk, UsageReport):
+                        first = False
+                        self._metric("llm", "ttfb", time.monotonic() - started)
                     if isinstance(chunk, TextDelta):
                         self._text(chunk.text, splitter, sentences)
                     elif isinstance(chunk, ToolCallRequest):
                         self.tool_calls.append(chunk)
                     elif isinstance(chunk, UsageReport):
                         self.context.add_usage(chunk.usage)
+                        self._metric("llm", "tokens", chunk.usage)
             if self._completion is not None:
                 self._text(self._completion.finish(), splitter, sentences, filtered=True)
+            self._metric("llm", "processing", time.monotonic() - started)
             self._emit(LLMResponseEnded())
             last = splitter.flush()
             if sentences is not None:
@@ -158,21 +167,30 @@ class BotTurn:
         assert self.tts is not None and self.output is not None
         while (sentence := await sentences.get()) is not None:
             first = True
+            started = time.monotonic()
+            self._metric("tts", "characters", len(sentence))
             try:
                 async with aclosing(self.tts.synthesize(sentence)) as audio:
                     async for pcm in audio:
+                        if first:
+                            self._metric("tts", "ttfb", time.monotonic() - started)
                         # The sentence's text rides on its first chunk; the output counts
                         # the chunks after it as the same segment.
                         self.output.write(pcm, self.tts.sample_rate, sentence if first else None)
                         first = False
             except Exception as exc:
                 raise TurnError("tts", exc) from exc
+            self._metric("tts", "processing", time.monotonic() - started)
 
     async def _played_out(self) -> None:
         assert self.output is not None
         done = asyncio.Event()
         self.output.mark(done.set)
         await done.wait()
+
+    def _metric(self, service: str, kind: str, value: object) -> None:
+        model = getattr(self.llm if service == "llm" else self.tts, "model", "")
+        self._emit(Metric(service, kind, value, str(model or "")))
 
     def _announce_tool_calls(self) -> None:
         if not self.tool_calls:

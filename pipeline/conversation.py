@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from loguru import logger
@@ -35,13 +36,17 @@ from pipeline.frames import (
     LLMThoughtEnded,
     LLMThoughtStarted,
     LLMThoughtText,
+    Metric,
     ServiceError,
+    SummaryRequested,
     Transcription,
     UserTurnStarted,
     UserTurnStopped,
 )
-from pipeline.services.llm import LLMService
+from pipeline.metrics import Prices, SessionMetrics
+from pipeline.services.llm import LLMService, TextDelta
 from pipeline.services.tts import TTSService
+from pipeline.summarizer import SummaryRequest
 from pipeline.turn_completion import TurnCompletionConfig, TurnCompletionFilter
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
@@ -86,6 +91,7 @@ class Conversation:
         mute_strategies: Sequence[UserMuteStrategy] = (),
         filter_incomplete_user_turns: bool = False,
         turn_completion: TurnCompletionConfig | None = None,
+        prices: Prices | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.context = context
@@ -97,6 +103,9 @@ class Conversation:
         self.turn_completion = turn_completion or TurnCompletionConfig()
         self._reprompt: asyncio.TimerHandle | None = None
         self.events = Emitter()
+        self.metrics = SessionMetrics(prices)
+        self.events.on(Metric, self.metrics.record)
+        self.events.on(BotResponseEnded, lambda _: self.metrics.end_turn())
         self.turns = UserTurns(turn_params, emit=self.events.emit, mute_strategies=mute_strategies)
         self.user = UserAggregator(context, self.feed)
         self.assistant = AssistantAggregator(context, self.feed)
@@ -108,6 +117,8 @@ class Conversation:
         self.events.on(UserTurnStopped, self.user.handle)
         self.events.on(UserTurnStarted, self._on_user_turn_started)
         self.events.on(LLMRunRequested, self._on_run_requested)
+        self.events.on(SummaryRequested, self._on_summary_requested)
+        self._summary: asyncio.Task[None] | None = None
         self._turn: asyncio.Task[None] | None = None
         self._run_pending = False
         self._ticker: asyncio.Task[None] | None = None
@@ -218,6 +229,31 @@ class Conversation:
             self.output.flush()
         self.feed(Interruption(self.clock() if t is None else t))
 
+    # -- context summarization -----------------------------------------------------------
+
+    def _on_summary_requested(self, event: SummaryRequested) -> None:
+        if self._summary is None or self._summary.done():
+            self._summary = asyncio.get_running_loop().create_task(
+                self._summarize(event.request), name="summary"
+            )
+
+    async def _summarize(self, request: SummaryRequest) -> None:
+        """Ask the configured LLM for the summary (any LLM service can: it is a plain
+        streamed completion) and apply it, unless the context moved on meanwhile."""
+        parts: list[str] = []
+        try:
+            async with aclosing(self.llm.stream(request.llm_messages)) as chunks:
+                async for chunk in chunks:
+                    if isinstance(chunk, TextDelta):
+                        parts.append(chunk.text)
+        except Exception as exc:
+            self.assistant.summarizer.abandon()
+            self.events.emit(ServiceError("llm", f"summarization failed: {exc}"))
+            return
+        summary = "".join(parts).strip()
+        if not summary or not self.assistant.apply_summary(request, summary):
+            self.assistant.summarizer.abandon()
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -232,7 +268,8 @@ class Conversation:
     async def close(self) -> None:
         """End of the session: stop everything; keep what was said (nothing is lost)."""
         self._cancel_reprompt()
-        tasks: list[asyncio.Task[Any]] = [t for t in (self._ticker, self._turn) if t is not None]
+        running = (self._ticker, self._turn, self._summary)
+        tasks: list[asyncio.Task[Any]] = [t for t in running if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -281,6 +281,17 @@ class SummaryAppliedEvent(Event):
     applied: Any
 
 
+@dataclass(frozen=True, slots=True)
+class Metric(Event):
+    """One measurement: ``kind`` is "ttfb" or "processing" (seconds), "tokens" (a
+    :class:`pipeline.messages.Usage`) or "characters" (TTS input length)."""
+
+    service: str  # "stt", "llm", "tts"
+    kind: str
+    value: Any
+    model: str = ""
+
+
 # -- emitter ------------------------------------------------------------------------------------
 
 E = TypeVar("E", bound=Event)

@@ -25,10 +25,12 @@ from pipeline.frames import (
     ServiceError,
     SpeechStarted,
     SpeechStopped,
+    SummaryAppliedEvent,
     Transcription,
 )
 from pipeline.messages import AssistantMessage
 from pipeline.services.llm import LLMChunk, TextDelta
+from pipeline.summarizer import ContextSummarizer, SummarizerConfig
 from pipeline.turn_completion import TurnCompletionConfig
 from server.webrtc import PacedAudioTrack
 
@@ -206,3 +208,25 @@ async def test_the_nudge_is_cancelled_when_the_user_goes_on() -> None:
         h.conv.feed(SpeechStarted(time.monotonic()))
         await asyncio.sleep(0.4)
         assert len(llm.requests) == 1
+
+
+async def test_older_history_is_summarized_by_the_configured_llm() -> None:
+    llm = ScriptedLLM(answer="Fine.")
+    async with Harness(llm) as h:
+        config = SummarizerConfig(auto_trigger=True, max_unsummarized_messages=4, keep_last=2)
+        h.conv.assistant.summarizer = ContextSummarizer(config)
+        applied: list[SummaryAppliedEvent] = []
+        h.conv.events.on(SummaryAppliedEvent, applied.append)
+        for n in range(2):
+            h.conv.user.add_text(f"Question {n}?")
+            await h.until(BotStoppedSpeaking, count=n + 1)
+            await asyncio.sleep(0.05)
+        deadline = time.monotonic() + 3
+        while not applied and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+    assert applied, "the summary was applied"
+    summary_request = next(r for r in llm.requests if "Conversation history" in str(r))
+    assert "Question 0?" in summary_request[-1]["content"]
+    wire = h.context.to_openai()
+    assert wire[1] == {"role": "user", "content": "Conversation summary: Fine."}
+    assert [m["content"] for m in wire[2:]] == ["Question 1?", "Fine."]
