@@ -29,6 +29,8 @@ from pipeline.frames import (
     LLMResponseStarted,
     LLMText,
     Metric,
+    TTSStarted,
+    TTSStopped,
 )
 from pipeline.sentences import SentenceAggregator
 from pipeline.services.llm import LLMService, TextDelta, ToolCallRequest, UsageReport
@@ -164,23 +166,35 @@ class BotTurn:
             sentences.put_nowait(sentence)
 
     async def _speak(self, sentences: asyncio.Queue[str | None]) -> None:
+        assert self.tts is not None
+        started = False
+        try:
+            while (sentence := await sentences.get()) is not None:
+                if not started:
+                    started = True
+                    self._emit(TTSStarted())
+                await self._say(sentence)
+        finally:
+            if started:
+                self._emit(TTSStopped())
+
+    async def _say(self, sentence: str) -> None:
         assert self.tts is not None and self.output is not None
-        while (sentence := await sentences.get()) is not None:
-            first = True
-            started = time.monotonic()
-            self._metric("tts", "characters", len(sentence))
-            try:
-                async with aclosing(self.tts.synthesize(sentence)) as audio:
-                    async for pcm in audio:
-                        if first:
-                            self._metric("tts", "ttfb", time.monotonic() - started)
-                        # The sentence's text rides on its first chunk; the output counts
-                        # the chunks after it as the same segment.
-                        self.output.write(pcm, self.tts.sample_rate, sentence if first else None)
-                        first = False
-            except Exception as exc:
-                raise TurnError("tts", exc) from exc
-            self._metric("tts", "processing", time.monotonic() - started)
+        first = True
+        started = time.monotonic()
+        self._metric("tts", "characters", len(sentence))
+        try:
+            async with aclosing(self.tts.synthesize(sentence)) as audio:
+                async for pcm in audio:
+                    if first:
+                        self._metric("tts", "ttfb", time.monotonic() - started)
+                    # The sentence's text rides on its first chunk; the output counts the
+                    # chunks after it as the same segment.
+                    self.output.write(pcm, self.tts.sample_rate, sentence if first else None)
+                    first = False
+        except Exception as exc:
+            raise TurnError("tts", exc) from exc
+        self._metric("tts", "processing", time.monotonic() - started)
 
     async def _played_out(self) -> None:
         assert self.output is not None

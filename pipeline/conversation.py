@@ -24,6 +24,7 @@ from pipeline.frames import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
     BotText,
+    BotTextStarted,
     Emitter,
     Event,
     FunctionCallCancelled,
@@ -151,7 +152,7 @@ class Conversation:
         self.feed(BotStoppedSpeaking(self.clock()))
 
     def segment_started(self, text: str) -> None:
-        pass  # captions follow playout here once the RTVI layer asks for them
+        self.feed(BotTextStarted(text))
 
     def segment_played(self, text: str) -> None:
         self.feed(BotText(text))

@@ -152,6 +152,23 @@ class BotText(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class BotTextStarted(Event):
+    """A spoken segment (a sentence) began to play out: captions can show it now."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TTSStarted(Event):
+    """The bot turn began synthesizing speech."""
+
+
+@dataclass(frozen=True, slots=True)
+class TTSStopped(Event):
+    """The bot turn finished (or stopped) synthesizing speech."""
+
+
+@dataclass(frozen=True, slots=True)
 class LLMThoughtStarted(Event):
     llm: str = ""
     append_to_context: bool = False

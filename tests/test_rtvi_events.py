@@ -1,0 +1,140 @@
+"""Pipeline events become the RTVI messages the client shows, in order, with the right data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipeline.frames import (
+    BotStartedSpeaking,
+    BotStoppedSpeaking,
+    BotText,
+    BotTextStarted,
+    Emitter,
+    FunctionCall,
+    FunctionCallCancelled,
+    FunctionCallInProgress,
+    FunctionCallResult,
+    Interruption,
+    LLMResponseEnded,
+    LLMResponseStarted,
+    LLMText,
+    Metric,
+    ServiceError,
+    Transcription,
+    TTSStarted,
+    TTSStopped,
+    UserTranscript,
+    UserTurnStarted,
+    UserTurnStopped,
+)
+from server.rtvi_events import RTVIEvents
+
+
+def observe(level: str = "name") -> tuple[Emitter, list[dict[str, Any]]]:
+    events, sent = Emitter(), []
+    RTVIEvents(sent.append, report_level=level, user_id="u1").subscribe(events)
+    return events, sent
+
+
+def test_a_voice_turn_in_order() -> None:
+    events, sent = observe()
+    for event in (
+        UserTurnStarted(1.0, "vad"),
+        Transcription("what is two plus two", 1.5),
+        UserTurnStopped(2.0, "speech_timeout"),
+        UserTranscript("what is two plus two", "T"),
+        LLMResponseStarted(),
+        LLMText("Four."),
+        TTSStarted(),
+        LLMResponseEnded(),
+        TTSStopped(),
+        BotStartedSpeaking(2.5),
+        BotTextStarted("Four."),
+        BotText("Four."),
+        BotStoppedSpeaking(3.0),
+        Metric("llm", "ttfb", 0.2, "smol"),
+    ):
+        events.emit(event)
+    assert [m["type"] for m in sent] == [
+        "user-started-speaking",
+        "user-transcription",
+        "user-stopped-speaking",
+        "user-llm-text",
+        "bot-llm-started",
+        "bot-llm-text",
+        "bot-tts-started",
+        "bot-llm-stopped",
+        "bot-tts-stopped",
+        "bot-started-speaking",
+        "bot-tts-text",
+        "bot-output",
+        "bot-stopped-speaking",
+        "metrics",
+    ]
+    assert all(m["label"] == "rtvi-ai" for m in sent)
+    transcription = sent[1]["data"]
+    assert transcription["text"] == "what is two plus two"
+    assert transcription["final"] is True and transcription["user_id"] == "u1"
+    assert transcription["timestamp"].endswith("+00:00")
+    assert sent[11]["data"] == {"text": "Four.", "spoken": True, "aggregated_by": "sentence"}
+    assert sent[13]["data"] == {"ttfb": [{"processor": "llm", "model": "smol", "value": 0.2}]}
+
+
+def test_text_only_output_is_not_marked_spoken() -> None:
+    events, sent = observe()
+    events.emit(BotText("Hi", spoken=False, includes_spaces=True))
+    assert sent[0]["data"] == {"text": "Hi", "spoken": False, "aggregated_by": "word"}
+
+
+def test_barge_in_and_errors() -> None:
+    events, sent = observe()
+    events.emit(Interruption(1.0))
+    events.emit(ServiceError("llm", "endpoint down"))
+    assert sent[0]["type"] == "bot-interrupted"
+    assert sent[1] == {
+        "label": "rtvi-ai",
+        "type": "error",
+        "data": {"error": "llm: endpoint down", "fatal": False},
+    }
+
+
+@pytest.mark.parametrize(
+    ("level", "started", "progress", "stopped"),
+    [
+        ("none", {}, {"tool_call_id": "c1"}, {"tool_call_id": "c1", "cancelled": False}),
+        ("name", {"function_name": "get_time"},
+         {"tool_call_id": "c1", "function_name": "get_time"},
+         {"tool_call_id": "c1", "cancelled": False, "function_name": "get_time"}),
+        ("full", {"function_name": "get_time"},
+         {"tool_call_id": "c1", "function_name": "get_time", "arguments": {"tz": "UTC"}},
+         {"tool_call_id": "c1", "cancelled": False, "function_name": "get_time",
+          "result": {"time": "12:00"}}),
+    ],
+)  # fmt: skip
+def test_function_call_report_levels(
+    level: str, started: dict, progress: dict, stopped: dict
+) -> None:
+    events, sent = observe(level)
+    events.emit(FunctionCallInProgress(FunctionCall("c1", "get_time", {"tz": "UTC"})))
+    events.emit(FunctionCallResult("c1", "get_time", {"p": 1}, is_final=False))
+    events.emit(FunctionCallResult("c1", "get_time", {"time": "12:00"}))
+    assert [(m["type"], m["data"]) for m in sent] == [
+        ("llm-function-call-started", started),
+        ("llm-function-call-in-progress", progress),
+        ("llm-function-call-stopped", stopped),
+    ]
+
+
+def test_cancelled_call_is_reported_stopped_once() -> None:
+    events, sent = observe()
+    events.emit(FunctionCallInProgress(FunctionCall("c2", "research", {})))
+    events.emit(FunctionCallCancelled("c2", "research"))
+    events.emit(FunctionCallResult("c2", "research", "late"))
+    assert sent[-1]["data"] == {
+        "tool_call_id": "c2",
+        "cancelled": True,
+        "function_name": "research",
+    }
+    assert len(sent) == 3
