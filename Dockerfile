@@ -12,9 +12,10 @@ FROM ${BASE_IMAGE}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
-# libgomp1 is needed by xllamacpp (the local LLM) and is in neither slim nor minbase images.
+# libgomp1 is needed by xllamacpp (the local LLM) and tzdata by the time tool; neither is
+# in slim or minbase images.
 # hadolint ignore=DL3008
-RUN pkgs=(libgomp1) \
+RUN pkgs=(libgomp1 tzdata) \
     && if ! command -v python3 >/dev/null; then pkgs+=(python3 python3-venv); fi \
     && apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" \

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -45,13 +45,29 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.metrics import Prices, SessionMetrics
-from pipeline.services.llm import LLMService, TextDelta
+from pipeline.services.llm import LLMChunk, LLMService, TextDelta
 from pipeline.services.tts import TTSService
 from pipeline.summarizer import SummaryRequest
 from pipeline.turn_completion import TurnCompletionConfig, TurnCompletionFilter
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
 from pipeline.turns.mute import UserMuteStrategy
+
+
+class FixedText:
+    """An LLM stand-in that "answers" a given text: how the bot speaks a greeting."""
+
+    supports_tools = False
+    model = "fixed-text"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def stream(
+        self, messages: list[dict[str, Any]], tools: Any = None, tool_choice: Any = None
+    ) -> AsyncIterator[LLMChunk]:
+        yield TextDelta(self.text)
+
 
 # How often turn-taking timers are checked when no audio frame arrives to drive them.
 TICK_SECONDS = 0.05
@@ -122,6 +138,7 @@ class Conversation:
         self._summary: asyncio.Task[None] | None = None
         self._turn: asyncio.Task[None] | None = None
         self._run_pending = False
+        self._audio_next = True
         self._ticker: asyncio.Task[None] | None = None
 
     # -- input --------------------------------------------------------------------------
@@ -165,20 +182,31 @@ class Conversation:
         playing = self.output is not None and self.output.playing
         return (self._turn is not None and not self._turn.done()) or playing
 
-    def run_llm(self) -> None:
-        """Answer now (e.g. a greeting, or text sent by the client)."""
+    def run_llm(self, audio: bool = True) -> None:
+        """Answer now (e.g. text sent by the client); ``audio=False`` answers in text only."""
+        self._audio_next = audio
         self._on_run_requested(LLMRunRequested("requested"))
+
+    def say(self, text: str) -> None:
+        """Speak ``text`` as the bot (a greeting): the same path as an answer, minus the LLM."""
+        if self.bot_active:
+            return
+        self._start_turn(FixedText(text), completion=None, audio=True)
 
     def _on_run_requested(self, event: LLMRunRequested) -> None:
         if self._turn is not None and not self._turn.done():
             self._run_pending = True  # answers are serialized, never overlapped
             return
-        self._cancel_reprompt()
+        audio, self._audio_next = self._audio_next, True
         completion = TurnCompletionFilter() if self.filter_incomplete_user_turns else None
-        turn = BotTurn(
-            self.context, self.llm, self.feed, self.tts, self.output,
-            completion, self.turn_completion,
-        )  # fmt: skip
+        self._start_turn(self.llm, completion, audio)
+
+    def _start_turn(
+        self, llm: LLMService, completion: TurnCompletionFilter | None, audio: bool
+    ) -> None:
+        self._cancel_reprompt()
+        tts, output = (self.tts, self.output) if audio else (None, None)
+        turn = BotTurn(self.context, llm, self.feed, tts, output, completion, self.turn_completion)
         self._turn = asyncio.get_running_loop().create_task(turn.run(), name="bot-turn")
         self._turn.add_done_callback(lambda task: self._turn_done(task, completion))
 

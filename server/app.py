@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server import __version__, signalling, status
 from server.registry import SessionRegistry
 from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS
+from server.services import Services, build_services
 from server.settings import Settings, get_settings
 
 
@@ -104,23 +105,41 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     return _error(500, "internal server error")
 
 
+async def _load_models(services: Services) -> None:
+    """Load the embedded models at start-up; a failure is logged and shown by /health."""
+    started = time.monotonic()
+    try:
+        await services.load()
+    except Exception as exc:
+        logger.error("loading the embedded models failed: {}", exc)
+    else:
+        logger.info("models ready in {:.1f} s", time.monotonic() - started)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; sessions live in ``app.state.registry`` for the app's lifetime."""
     settings = settings or get_settings()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry = SessionRegistry(settings, dict(DEFAULT_CLIENT_MESSAGE_HANDLERS))
+        services = build_services(settings)
+        registry = SessionRegistry(settings, services, dict(DEFAULT_CLIENT_MESSAGE_HANDLERS))
         app.state.registry = registry
+        app.state.services = services
         app.state.started = time.monotonic()
         watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
+        loading = asyncio.create_task(_load_models(services), name="load-models")
+        if not settings.preload_models:
+            loading.cancel()
         logger.info("parley {} ready on {}:{}", __version__, settings.host, settings.port)
         try:
             yield
         finally:
             watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
+            loading.cancel()
+            await asyncio.gather(watcher, loading, return_exceptions=True)
             await registry.close_all("server shutdown")
+            await services.aclose()
             logger.info("all sessions closed")
 
     app = FastAPI(

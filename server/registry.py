@@ -9,6 +9,7 @@ from typing import Any
 from loguru import logger
 
 from server.rtvi_handler import ClientMessageHandler
+from server.services import Services
 from server.sessions import (
     CapacityError,
     ClientInfo,
@@ -25,8 +26,14 @@ STARTS_PER_SLOT = 4
 class SessionRegistry:
     """Owns every session; a closed session leaves the registry as it finishes closing."""
 
-    def __init__(self, settings: Settings, handlers: dict[str, ClientMessageHandler]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        services: Services,
+        handlers: dict[str, ClientMessageHandler],
+    ) -> None:
         self.settings = settings
+        self.services = services
         self.handlers = handlers
         self.sessions: dict[str, Session] = {}
         self.starts: dict[str, StartRecord] = {}
@@ -52,6 +59,7 @@ class SessionRegistry:
         session = Session(
             pc_id,
             self.settings,
+            self.services,
             self.handlers,
             client,
             request_data=request_data,
@@ -108,9 +116,15 @@ class SessionRegistry:
         """Close sessions that have sent neither pings nor media for ``liveness_timeout``."""
         timeout = self.settings.liveness_timeout
         period = min(1.0, timeout / 4)
+        last = time.monotonic()
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
+            stalled, last = now - last > period + 1.0, now
+            if stalled:
+                # The event loop was blocked (e.g. a model loading): media and pings are
+                # still waiting to be read, so silence now proves nothing.
+                continue
             for session in list(self.sessions.values()):
                 if now - session.last_activity > timeout:
                     logger.info("session {}: no sign of life for {:.1f} s", session.pc_id, timeout)

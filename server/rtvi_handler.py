@@ -30,6 +30,8 @@ class RTVISession(Protocol):
 
     def set_client(self, ready: ClientReadyData) -> None: ...
 
+    def send_text(self, data: SendTextData) -> None: ...
+
     def request_close(self, reason: str) -> None: ...
 
     def info(self) -> dict[str, Any]: ...
@@ -76,7 +78,9 @@ class RTVIHandler:
             elif isinstance(data, ClientMessageData):
                 self._session.spawn(self._client_message(envelope.id, data), "client-message")
             elif isinstance(data, SendTextData):
-                raise RTVIError("send-text needs the conversation pipeline", envelope.id)
+                if not data.content.strip():
+                    raise RTVIError("send-text content is empty", envelope.id)
+                self._session.send_text(data)
             elif envelope.type == "disconnect-bot":
                 self._session.request_close("disconnect-bot")
         except RTVIError as exc:

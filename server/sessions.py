@@ -19,11 +19,12 @@ from typing import Any
 from aiortc import MediaStreamTrack, RTCSessionDescription
 from loguru import logger
 
-from pipeline.echo import EchoPipeline
 from server.channel import ChatChannel
-from server.rtvi import ClientReadyData, RTVIError
+from server.rtvi import ClientReadyData, RTVIError, SendTextData
 from server.rtvi_handler import ClientMessageHandler, RTVIHandler
+from server.services import Services
 from server.settings import Settings
+from server.voice import VoiceSession
 from server.webrtc import PacedAudioTrack, create_peer_connection, read_inbound_audio
 
 # How long closing may wait for the peer connection to shut down.
@@ -78,6 +79,7 @@ class Session:
         self,
         pc_id: str,
         settings: Settings,
+        services: Services,
         handlers: dict[str, ClientMessageHandler],
         client: ClientInfo,
         request_data: Any = None,
@@ -97,7 +99,6 @@ class Session:
 
         self.pc = create_peer_connection(settings.ice_servers)
         self.outbound = PacedAudioTrack()
-        self.pipeline = EchoPipeline(self.outbound)
         self.channel = ChatChannel(
             on_alive=self.touch,
             on_signalling=self._on_signalling,
@@ -105,6 +106,8 @@ class Session:
             on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
         )
         self.rtvi = RTVIHandler(self, handlers)
+        self.voice = VoiceSession(services, settings, self.outbound, self.send)
+        self.voice.start()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._inbound: asyncio.Task[Any] | None = None
         self._negotiating = asyncio.Lock()
@@ -163,7 +166,7 @@ class Session:
     def _on_audio(self, frame: bytes) -> None:
         self.last_activity = time.monotonic()
         self.audio_frames_in += 1
-        self.pipeline.push_audio(frame)
+        self.voice.push_audio(frame)
 
     def _on_connection_state(self) -> None:
         state = self.pc.connectionState
@@ -191,6 +194,15 @@ class Session:
             self.client.library = ready.about.library
             self.client.library_version = ready.about.library_version
             self.client.platform = ready.about.platform
+        self.voice.client_ready()
+
+    def send_text(self, data: SendTextData) -> None:
+        options = data.options
+        self.voice.send_text(
+            data.content,
+            run_immediately=options.run_immediately if options else True,
+            audio_response=options.audio_response if options else True,
+        )
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a task this session owns (cancelled when it closes)."""
@@ -225,6 +237,10 @@ class Session:
         if self.channel.is_open:
             self.channel.send({"type": "signalling", "message": {"type": "peerLeft"}})
             await asyncio.sleep(0.05)  # let SCTP send it before the transport goes
+        try:
+            await self.voice.close()
+        except Exception as exc:
+            logger.warning("session {}: closing the voice pipeline: {!r}", self.pc_id, exc)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -259,6 +275,7 @@ class Session:
             "audio_frames_in": self.audio_frames_in,
             "track_status": dict(self.track_status),
             "request_data": self.request_data,
+            "conversation": self.voice.info(),
         }
 
 

@@ -21,6 +21,7 @@ class Health(BaseModel):
     sessions_active: int
     sessions_total: int
     max_sessions: int
+    models: dict[str, Any]
 
 
 class ClientInfoModel(BaseModel):
@@ -46,6 +47,7 @@ class SessionInfo(BaseModel):
     audio_frames_in: int
     track_status: dict[str, bool | None]
     request_data: Any = None
+    conversation: dict[str, Any] = {}
 
 
 class SessionList(BaseModel):
@@ -66,6 +68,7 @@ async def health(request: Request, registry: Registry) -> Health:
         sessions_active=len(registry),
         sessions_total=registry.total_created,
         max_sessions=registry.settings.max_sessions,
+        models=registry.services.status(),
     )
 
 

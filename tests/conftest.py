@@ -13,6 +13,7 @@ import wave
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import av
 import httpx
 import numpy as np
 import pytest
@@ -38,6 +39,10 @@ class ServerProcess:
             "PARLEY_HOST": "127.0.0.1",
             "PARLEY_PORT": str(self.port),
             "PARLEY_LOG_LEVEL": "DEBUG",
+            # Tests about signalling and sessions need no models: load them only on use,
+            # and do not greet (a greeting would load the TTS).
+            "PARLEY_PRELOAD_MODELS": "false",
+            "PARLEY_GREETING": "",
             **env,
         }
         self._log = log_path.open("w")
@@ -58,6 +63,14 @@ class ServerProcess:
             except httpx.HTTPError:
                 time.sleep(0.1)
         raise RuntimeError(f"server did not start:\n{self.log()}")
+
+    def wait_models_ready(self, within: float = 120.0) -> None:
+        """Block until /health says every model in use is loaded."""
+        deadline = time.monotonic() + within
+        while not httpx.get(f"{self.url}/health", timeout=5).json()["models"]["ready"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"models not ready after {within} s:\n{self.log()}")
+            time.sleep(0.2)
 
     def log(self) -> str:
         return self.log_path.read_text()
@@ -108,22 +121,48 @@ def _write_wav(path: Path, samples: np.ndarray, rate: int) -> None:
         out.writeframes(samples.astype(np.int16).tobytes())
 
 
-@pytest.fixture(scope="session")
-def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 2 s of espeak-ng speech with 0.5 s of silence before and 1.5 s after."""
+def to_48k(samples: np.ndarray, rate: int) -> np.ndarray:
+    """Mono int16 audio resampled to 48 kHz."""
+    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+    frame.sample_rate = rate
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=48000)
+    out = [
+        f.to_ndarray().reshape(-1) for f in [*resampler.resample(frame), *resampler.resample(None)]
+    ]
+    return np.concatenate(out)
+
+
+def make_speech(
+    folder: Path, name: str, text: str, before: float = 0.5, after: float = 1.5
+) -> Path:
+    """An espeak-ng WAV of ``text``, padded with silence (seconds) before and after."""
     espeak = shutil.which("espeak-ng")
     if espeak is None:
         pytest.fail("espeak-ng is missing: `make test` installs it (apt-get install espeak-ng)")
-    folder = tmp_path_factory.mktemp("audio")
-    raw = folder / "raw.wav"
-    text = "Hello there. This is a test of the Parley voice server."
-    subprocess.run([espeak, "-s", "190", "-w", str(raw), text], check=True)
+    raw = folder / f"{name}.raw.wav"
+    subprocess.run([espeak, "-s", "160", "-w", str(raw), text], check=True)
     with wave.open(str(raw)) as src:
-        rate = src.getframerate()
-        speech = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
-    padded = np.concatenate(
-        [np.zeros(rate // 2, np.int16), speech, np.zeros(rate * 3 // 2, np.int16)]
-    )
-    path = folder / "speech.wav"
-    _write_wav(path, padded, rate)
+        speech = to_48k(np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16),
+                        src.getframerate())  # fmt: skip
+    rate = 48000  # what browsers send; one rate for every file a test client plays
+    # espeak pads its clips; trim them so the silences around the speech are exact.
+    loud = np.flatnonzero(np.abs(speech.astype(np.int32)) > 300)
+    if loud.size:
+        speech = speech[loud[0] : loud[-1] + 1]
+    silence = [np.zeros(int(rate * s), np.int16) for s in (before, after)]
+    path = folder / f"{name}.wav"
+    _write_wav(path, np.concatenate([silence[0], speech, silence[1]]), rate)
     return path
+
+
+@pytest.fixture(scope="session")
+def audio_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("audio")
+
+
+@pytest.fixture(scope="session")
+def speech_wav(audio_dir: Path) -> Path:
+    """About 2 s of espeak-ng speech with 0.5 s of silence before and 1.5 s after."""
+    return make_speech(
+        audio_dir, "hello", "Hello there. This is a test of the Parley voice server."
+    )

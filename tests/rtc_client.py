@@ -9,10 +9,12 @@ one in its own process (used to make a peer vanish with SIGKILL).
 from __future__ import annotations
 
 import asyncio
+import fractions
 import itertools
 import json
 import sys
 import time
+import wave
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +27,8 @@ from aiortc import (
     RTCPeerConnection,
     RTCSessionDescription,
 )
-from aiortc.contrib.media import MediaPlayer
-from aiortc.mediastreams import AudioStreamTrack, MediaStreamError
+from aiortc.mediastreams import MediaStreamError
+from av import AudioFrame
 
 
 def split_candidates(sdp: str) -> tuple[str, list[str]]:
@@ -38,6 +40,44 @@ def split_candidates(sdp: str) -> tuple[str, list[str]]:
         elif line != "a=end-of-candidates":
             kept.append(line)
     return "\r\n".join(kept) + "\r\n", candidates
+
+
+class TestMicrophone(MediaStreamTrack):
+    """A microphone that never stops: it plays the WAVs it is given, in real time, and
+    silence in between (as a browser's does). 48 kHz stereo s16, 20 ms frames."""
+
+    kind = "audio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._start: float | None = None
+        self._pts = 0
+        self._pending = np.zeros(0, np.int16)
+
+    def play(self, wav: str) -> None:
+        """Queue a mono 16-bit 48 kHz WAV (as tests.conftest.make_speech writes)."""
+        with wave.open(wav) as src:
+            assert src.getframerate() == 48000 and src.getnchannels() == 1
+            samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
+        self._pending = np.concatenate([self._pending, samples])
+
+    async def recv(self) -> AudioFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        else:
+            self._pts += 960
+            await asyncio.sleep(max(0.0, self._start + self._pts / 48000 - time.monotonic()))
+        chunk = np.zeros(960, np.int16)
+        take = min(960, self._pending.size)
+        chunk[:take] = self._pending[:take]
+        self._pending = self._pending[take:]
+        frame = AudioFrame.from_ndarray(np.repeat(chunk, 2).reshape(1, -1), "s16", "stereo")
+        frame.pts = self._pts
+        frame.sample_rate = 48000
+        frame.time_base = fractions.Fraction(1, 48000)
+        return frame
 
 
 @dataclass
@@ -57,10 +97,9 @@ class RTCTestClient:
         self.base_url = base_url.rstrip("/")
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=20)
         self.pc = RTCPeerConnection(RTCConfiguration(bundlePolicy=RTCBundlePolicy.MAX_BUNDLE))
-        self.player = MediaPlayer(wav) if wav else None
-        self.mic: MediaStreamTrack = (
-            self.player.audio if self.player and self.player.audio else AudioStreamTrack()
-        )
+        self.mic = TestMicrophone()
+        if wav:
+            self.mic.play(wav)
         # Transceivers first, then the channel: with max-bundle, aiortc makes the first
         # transport it creates the bundle's, and it must be mid 0's (audio).
         self.pc.addTransceiver(self.mic, direction="sendrecv")
@@ -190,6 +229,31 @@ class RTCTestClient:
             samples = frame.to_ndarray().astype(np.float32)
             rms = float(np.sqrt(np.mean(samples * samples)))
             self.audio.frames.append((time.monotonic(), rms))
+
+    def play(self, wav: str) -> float:
+        """Start sending ``wav`` as the microphone, now; returns the time it started."""
+        self.mic.play(wav)
+        return time.monotonic()
+
+    def silent_since(self, since: float, threshold: float = 200.0, hold: int = 10) -> float | None:
+        """When received audio went quiet after ``since`` and stayed so for ``hold`` frames."""
+        quiet_from: float | None = None
+        run = 0
+        for t, rms in self.audio.frames:
+            if t < since:
+                continue
+            if rms <= threshold:
+                run += 1
+                quiet_from = quiet_from if run > 1 else t
+                if run >= hold:
+                    return quiet_from
+            else:
+                run = 0
+        return None
+
+    def types(self) -> list[str]:
+        """The types of the RTVI messages received so far, in order."""
+        return [m.get("type", "") for m in self.messages]
 
     def stop_pinging(self) -> None:
         for task in self._tasks:

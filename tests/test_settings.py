@@ -16,7 +16,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.ice_servers == []
     assert settings.liveness_timeout == 10.0
     assert settings.max_body_bytes == 65536
-    assert (settings.stt, settings.llm, settings.tts) == ("local", "local", "local")
+    assert [settings.provider(r) for r in ("stt", "llm", "tts")] == ["local"] * 3
     assert settings.openai_api_key is None
 
 
@@ -34,6 +34,10 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.ice_servers[0].urls == "stun:stun.example.test:3478"
     assert settings.ice_servers[1].username == "u"
     assert settings.openai_api_key == "sk-test"
+    # A key makes every "auto" service use the OpenAI-compatible endpoint, unless pinned.
+    assert settings.provider("llm") == "openai"
+    monkeypatch.setenv("PARLEY_STT", "local")
+    assert Settings().provider("stt") == "local"
 
 
 def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,200 @@
+"""Typed errors for model services, and the one place ``openai`` failures are read.
+
+Every error's ``str()`` is a short human sentence: the conversation sends it to the
+client as an RTVI ``error`` (``fatal=false``), so it names the service and says what to
+check. ``retryable`` tells a caller whether the same request may succeed if sent again
+(connection problems, timeouts, 429 and 5xx); it is never true for a bad key or a
+malformed answer. Only STT and TTS retry (see :func:`with_retries`): the LLM does not,
+since its text may already have been spoken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import ClassVar, TypeVar
+
+import httpx2
+import openai
+
+T = TypeVar("T")
+
+# Human names for the service labels used across the pipeline.
+_NAMES = {
+    "llm": "The LLM service",
+    "stt": "The speech-to-text service",
+    "tts": "The text-to-speech service",
+}
+
+
+def service_name(service: str) -> str:
+    """``"llm"`` → ``"The LLM service"``; unknown labels are used as they are."""
+    return _NAMES.get(service, f"The {service} service")
+
+
+class ServiceError(Exception):
+    """A model service failed. ``str(error)`` is the message for the user."""
+
+    default_retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        service: str,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.service = service
+        self.message = message
+        self.retryable = self.default_retryable if retryable is None else retryable
+        self.status = status  # the HTTP status, when there was one
+
+
+class ServiceUnreachableError(ServiceError):
+    """No connection could be made (refused, DNS, TLS, dropped before an answer)."""
+
+    default_retryable = True
+
+
+class ServiceTimeoutError(ServiceError):
+    """No answer, first token, or next chunk in time."""
+
+    default_retryable = True
+
+
+class ServiceAuthError(ServiceError):
+    """The API key was refused (401) or lacks access (403)."""
+
+
+class ServiceRateLimitError(ServiceError):
+    """HTTP 429: too many requests or no quota left."""
+
+    default_retryable = True
+
+
+class ServiceHTTPError(ServiceError):
+    """Any other HTTP error: 5xx (retryable) or 4xx (not)."""
+
+
+class ServiceBadResponseError(ServiceError):
+    """The answer could not be used: garbage, a malformed chunk, a stream cut short."""
+
+
+# -- constructors with the standard wording -------------------------------------------------
+
+
+def unreachable(service: str, detail: str = "connection failed") -> ServiceUnreachableError:
+    return ServiceUnreachableError(
+        service, f"{service_name(service)} could not be reached ({detail}); check its base URL."
+    )
+
+
+def timed_out(service: str, detail: str = "no answer in time") -> ServiceTimeoutError:
+    return ServiceTimeoutError(service, f"{service_name(service)} timed out ({detail}).")
+
+
+def bad_response(service: str, detail: str) -> ServiceBadResponseError:
+    return ServiceBadResponseError(
+        service, f"{service_name(service)} sent a bad response: {detail}."
+    )
+
+
+def _upstream_message(body: object) -> str:
+    """The provider's own error message from an OpenAI-style error body."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if isinstance(message, str) and message:
+            return message[:300]  # providers sometimes return whole HTML pages
+    return ""
+
+
+def from_status(service: str, status: int, upstream: str = "") -> ServiceError:
+    """The error for an HTTP error status, with the provider's message when it gave one."""
+    name = service_name(service)
+    said = f"HTTP {status}: {upstream.rstrip('. ')}" if upstream else f"HTTP {status}"
+    if status in (401, 403):
+        what = "rejected the API key" if status == 401 else "denied access"
+        return ServiceAuthError(
+            service, f"{name} {what} ({said}). Check PARLEY_OPENAI_API_KEY.", status=status
+        )
+    if status == 429:
+        return ServiceRateLimitError(
+            service, f"{name} is rate limiting requests ({said}); try again shortly.", status=status
+        )
+    # 408 and 409 are worth another try too (OpenAI's own clients retry them).
+    retryable = status >= 500 or status in (408, 409)
+    return ServiceHTTPError(service, f"{name} failed ({said}).", retryable=retryable, status=status)
+
+
+def _root_cause(exc: BaseException) -> str:
+    """A short description of the lowest-level cause (``ConnectError: ...``)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def map_error(exc: BaseException, service: str, *, mid_stream: bool = False) -> ServiceError:
+    """The :class:`ServiceError` for an ``openai``, ``httpx2`` or JSON failure.
+
+    ``mid_stream``: the answer had begun, so a dropped connection means a stream cut
+    short (a bad response), not an unreachable service. Unknown errors map to a
+    non-retryable bad response, so a caller never retries what it cannot classify.
+    """
+    if isinstance(exc, ServiceError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return timed_out(service, "the request timed out")
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+        if mid_stream:
+            return bad_response(service, "the stream ended mid-way (connection lost)")
+        return unreachable(service, _root_cause(exc))
+    if isinstance(exc, openai.APIStatusError):
+        return from_status(service, exc.status_code, _upstream_message(exc.body))
+    if isinstance(exc, openai.APIResponseValidationError):
+        return bad_response(service, "the answer did not match the expected schema")
+    if isinstance(exc, openai.APIError):
+        # An error event inside a stream: the provider failed after answering 200.
+        return ServiceHTTPError(
+            service,
+            f"{service_name(service)} reported an error: {exc.message.rstrip('. ')}.",
+            retryable=True,
+        )
+    if isinstance(exc, json.JSONDecodeError):
+        return bad_response(service, f"a chunk was not valid JSON ({exc.msg})")
+    return bad_response(service, _root_cause(exc))
+
+
+def backoff(attempt: int, base: float = 0.2) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): base, 2·base, 4·base..."""
+    return base * 2**attempt
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]],
+    service: str,
+    *,
+    retries: int,
+    base_delay: float = 0.2,
+) -> T:
+    """``await call()``, again up to ``retries`` times on retryable errors.
+
+    Delays are short on purpose (a user is waiting); a 429 gets the same short backoff
+    rather than its Retry-After, which is usually longer than a voice turn can wait.
+    """
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            error = map_error(exc, service)
+            if not error.retryable or attempt >= retries:
+                if error is exc:
+                    raise
+                raise error from exc
+        await asyncio.sleep(backoff(attempt, base_delay))
+        attempt += 1

@@ -1,0 +1,104 @@
+"""Text-to-speech on the embedded hibari voice ("heart", 24 kHz), level-normalised.
+
+hibari synthesizes one sentence per model run (~25 ms for a 3 s sentence here) and
+yields each as soon as it is done. Its raw output is quiet and varies per sentence
+(speech around -24 dBFS, peaks 0.25..0.45), so every chunk is scaled to one speech
+level before it is converted to int16; see :func:`normalise`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pipeline.services.embedded import EmbeddedModels
+
+if TYPE_CHECKING:
+    from hibari import Hibari
+
+SAMPLE_RATE = 24000
+
+# Level target: -20 dBFS RMS over the voiced part, the usual level for speech on a call
+# (loud enough next to other voices, 20 dB of headroom for peaks), and peaks kept at or
+# below -1 dBFS so the scaled audio never clips. Measured on hibari's output, the peak
+# ceiling binds only for a few sentences with strong plosives.
+TARGET_RMS_DBFS = -20.0
+PEAK_CEILING_DBFS = -1.0
+# A chunk of near silence (a lone breath) must not be boosted into noise.
+MAX_GAIN_DB = 18.0
+# Voiced part: 20 ms blocks louder than this count towards the speech level.
+_BLOCK = SAMPLE_RATE // 50
+_VOICED_DBFS = -45.0
+
+
+def _amplitude(dbfs: float) -> float:
+    return 10.0 ** (dbfs / 20.0)
+
+
+def speech_rms(samples: np.ndarray) -> float:
+    """RMS of the voiced 20 ms blocks of float samples (0.0 for silence)."""
+    usable = samples.size - samples.size % _BLOCK
+    if usable == 0:
+        blocks = samples.reshape(1, -1) if samples.size else np.zeros((1, 1), np.float32)
+    else:
+        blocks = samples[:usable].reshape(-1, _BLOCK)
+    power = np.mean(np.square(blocks, dtype=np.float64), axis=1)
+    voiced = power[power > _amplitude(_VOICED_DBFS) ** 2]
+    return math.sqrt(float(voiced.mean())) if voiced.size else 0.0
+
+
+def normalise(samples: np.ndarray) -> np.ndarray:
+    """float samples in -1..1 → int16 at :data:`TARGET_RMS_DBFS` speech level, with
+    peaks at most :data:`PEAK_CEILING_DBFS` and gain at most :data:`MAX_GAIN_DB`."""
+    samples = np.asarray(samples, dtype=np.float32).reshape(-1)
+    rms = speech_rms(samples)
+    peak = float(np.max(np.abs(samples))) if samples.size else 0.0
+    gain = _amplitude(MAX_GAIN_DB)
+    if rms > 0.0:
+        gain = min(gain, _amplitude(TARGET_RMS_DBFS) / rms)
+    if peak > 0.0:
+        gain = min(gain, _amplitude(PEAK_CEILING_DBFS) / peak)
+    scaled = samples * np.float32(gain * 32767.0)
+    return np.clip(np.rint(scaled), -32768, 32767).astype(np.int16)
+
+
+class LocalTTS:
+    """:class:`~pipeline.services.tts.TTSService` on the shared embedded hibari voice.
+
+    Synthesis runs in the TTS pool. Closing the iterator early (barge-in) stops it
+    before the next sentence; the sentence in progress finishes (one model run, tens
+    of milliseconds) and its worker is then free.
+    """
+
+    model = "hibari-heart"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, models: EmbeddedModels | None = None) -> None:
+        self._models = models or EmbeddedModels.shared()
+
+    async def synthesize(self, text: str) -> AsyncIterator[np.ndarray]:
+        if not text.strip():
+            return
+        tts = await self._models.tts.get()
+        produce = _producer(tts, text)
+        async with aclosing(self._models.tts.pool.stream(produce)) as chunks:
+            async for pcm in chunks:
+                yield pcm
+
+
+def _producer(
+    tts: Hibari, text: str
+) -> Callable[[Callable[[np.ndarray], None], threading.Event], None]:
+    def produce(emit: Callable[[np.ndarray], None], stop: threading.Event) -> None:
+        for chunk in tts.stream(text):
+            if stop.is_set():
+                return
+            if chunk.size:
+                emit(normalise(chunk))
+
+    return produce

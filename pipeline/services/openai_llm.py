@@ -1,0 +1,258 @@
+"""The LLM service for any OpenAI-compatible chat-completions endpoint.
+
+One streamed request per answer, no retries: once text has been spoken, asking again
+would repeat it. Timeouts: ``first_token_timeout`` bounds connect + headers + the first
+content; after that, ``chunk_timeout`` bounds each gap between chunks. Timing of the
+latest stream (reset when a stream starts; concurrent streams overwrite each other):
+
+- ``last_ttfb``: seconds from sending the request to the first content (a text or a
+  tool-call delta; the empty role-only first chunk does not count), ``None`` if none came.
+- ``last_duration``: seconds from sending the request to the stream's end, error or
+  early close.
+
+Tool calls arrive as deltas keyed by ``index`` (id and name first, arguments in
+fragments, several calls interleaved); they are joined and emitted as
+:class:`ToolCallRequest` once the stream has finished. Arguments that are not a JSON
+object fail the stream with :class:`ServiceBadResponseError` (strict on purpose: a tool
+run on guessed arguments is worse than a clear error); empty arguments mean ``{}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletionChunk
+
+from pipeline.messages import Usage
+from pipeline.services.errors import bad_response, map_error, timed_out
+from pipeline.services.llm import LLMChunk, TextDelta, ToolCallRequest, UsageReport
+
+SERVICE = "llm"
+# Sent when no key is configured, so a keyless local server works and a real provider
+# answers 401 (a clear auth error) instead of the client failing at construction.
+NO_KEY = "no-key-configured"
+
+
+def make_client(*, base_url: str | None, api_key: str | None, timeout: float) -> openai.AsyncOpenAI:
+    """An ``AsyncOpenAI`` without the SDK's own retries (each service decides its own)."""
+    return openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key=api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY,
+        timeout=timeout,
+        max_retries=0,
+    )
+
+
+@dataclass
+class _PartialCall:
+    """One tool call being assembled from its deltas."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def request(self) -> ToolCallRequest:
+        raw = "".join(self.arguments).strip()
+        try:
+            arguments = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            raise bad_response(
+                SERVICE, f"the arguments of tool call {self.name!r} are not valid JSON"
+            ) from None
+        if not isinstance(arguments, dict):
+            raise bad_response(
+                SERVICE, f"the arguments of tool call {self.name!r} are not an object"
+            )
+        return ToolCallRequest(self.id, self.name, arguments)
+
+
+class _ToolCallJoiner:
+    """Joins streamed tool-call deltas by index, in the order the calls began."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _PartialCall] = {}
+
+    def add(self, delta: Any) -> None:
+        index = delta.index
+        if index is None:
+            # Some servers omit the index: a new id starts a call, fragments extend the last.
+            index = len(self._calls) if delta.id or not self._calls else max(self._calls)
+        call = self._calls.setdefault(index, _PartialCall())
+        if delta.id:
+            call.id = delta.id
+        function = delta.function
+        if function is not None:
+            if function.name:
+                call.name += function.name
+            if function.arguments:
+                call.arguments.append(function.arguments)
+
+    def requests(self) -> list[ToolCallRequest]:
+        return [call.request() for _, call in sorted(self._calls.items())]
+
+
+def _usage(raw: Any) -> Usage:
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return Usage(
+        input_tokens=raw.prompt_tokens or 0,
+        output_tokens=raw.completion_tokens or 0,
+        cache_read_tokens=cached,
+    )
+
+
+class OpenAILLM:
+    """Streams chat completions; see the module docstring for timing and tool calls."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        supports_tools: bool = True,
+        first_token_timeout: float = 10.0,
+        chunk_timeout: float = 10.0,
+        include_usage: bool = True,
+        client: openai.AsyncOpenAI | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.supports_tools = supports_tools
+        self.first_token_timeout = first_token_timeout
+        self.chunk_timeout = chunk_timeout
+        self.include_usage = include_usage
+        self.extra_body = extra_body
+        self._owns_client = client is None
+        # The HTTP timeout is a backstop: our own timeouts fire first with clearer messages.
+        backstop = 2 * max(first_token_timeout, chunk_timeout)
+        self._client = client or make_client(base_url=base_url, api_key=api_key, timeout=backstop)
+        self.last_ttfb: float | None = None
+        self.last_duration: float | None = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this service created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    def _request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tool_choice: Any
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+        if self.include_usage:
+            kwargs["stream_options"] = {"include_usage": True}
+        if tools and self.supports_tools:
+            kwargs["tools"] = tools
+            if tool_choice is not None:
+                kwargs["tool_choice"] = tool_choice
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
+        return kwargs
+
+    async def stream(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+    ) -> AsyncIterator[LLMChunk]:
+        """Text deltas as they come, then the joined tool calls, then usage."""
+        self.last_ttfb = None
+        self.last_duration = None
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        first_deadline = loop.time() + self.first_token_timeout
+        try:
+            async with asyncio.timeout_at(first_deadline):
+                stream = await self._client.chat.completions.create(
+                    **self._request(messages, tools, tool_choice)
+                )
+        except TimeoutError:
+            self.last_duration = time.perf_counter() - started
+            raise timed_out(SERVICE, f"no answer within {self.first_token_timeout:g} s") from None
+        except Exception as exc:
+            self.last_duration = time.perf_counter() - started
+            raise map_error(exc, SERVICE) from exc
+
+        calls = _ToolCallJoiner()
+        usage: Usage | None = None
+        finished = False
+        try:
+            while True:
+                waiting_first = self.last_ttfb is None
+                limit = first_deadline - loop.time() if waiting_first else self.chunk_timeout
+                chunk = await self._next(stream, limit, waiting_first)
+                if chunk is None:
+                    break
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices:
+                    if choice.finish_reason is not None:
+                        finished = True
+                    delta = choice.delta
+                    if delta is None:
+                        continue
+                    for call in delta.tool_calls or ():
+                        calls.add(call)
+                        self._first_token(started)
+                    if delta.content:
+                        self._first_token(started)
+                        yield TextDelta(delta.content)
+            if not finished:
+                raise bad_response(SERVICE, "the stream ended mid-way (no finish reason)")
+            for request in calls.requests():
+                yield request
+            if usage is not None:
+                yield UsageReport(usage)
+        except (AttributeError, TypeError) as exc:
+            # The SDK builds chunks without validation: garbage shows up as missing fields.
+            raise bad_response(SERVICE, f"a chunk was malformed ({exc})") from exc
+        finally:
+            # Runs on aclose (barge-in) too: closing the response drops the connection.
+            await stream.close()
+            self.last_duration = time.perf_counter() - started
+
+    def _first_token(self, started: float) -> None:
+        if self.last_ttfb is None:
+            self.last_ttfb = time.perf_counter() - started
+
+    async def _next(
+        self, stream: openai.AsyncStream[ChatCompletionChunk], limit: float, first: bool
+    ) -> ChatCompletionChunk | None:
+        """The next chunk, or ``None`` at the end; typed errors for stalls and failures."""
+        try:
+            async with asyncio.timeout(max(limit, 0.0)):
+                return await anext(stream)
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            if first:
+                detail = f"no first token within {self.first_token_timeout:g} s"
+            else:
+                detail = f"the stream stalled for more than {self.chunk_timeout:g} s"
+            raise timed_out(SERVICE, detail) from None
+        except Exception as exc:
+            raise map_error(exc, SERVICE, mid_stream=True) from exc
+
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 1024) -> str:
+        """One non-streamed answer (for summaries); no tools, no retries. Bounded by the
+        client's HTTP timeout; wrap in ``asyncio.timeout`` for a tighter limit."""
+        try:
+            response = await self._client.chat.completions.create(
+                model=self.model,
+                messages=messages,  # type: ignore[arg-type]
+                max_tokens=max_tokens,
+                extra_body=self.extra_body,
+            )
+        except Exception as exc:
+            raise map_error(exc, SERVICE) from exc
+        try:
+            return response.choices[0].message.content or ""
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise bad_response(SERVICE, "the answer had no message") from exc

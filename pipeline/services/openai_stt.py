@@ -1,0 +1,78 @@
+"""Speech-to-text through an OpenAI-compatible ``/audio/transcriptions`` endpoint.
+
+One utterance per request, sent as a WAV made in memory. A failed request is sent
+again (after 0.2 s, 0.4 s...) only when the error is retryable: connection problems,
+timeouts, 429 and 5xx; never a refused key or a rejected request.
+"""
+
+from __future__ import annotations
+
+import io
+import wave
+
+import numpy as np
+import openai
+
+from pipeline.services.errors import bad_response, with_retries
+from pipeline.services.openai_llm import make_client
+from pipeline.services.stt import Transcript
+
+SERVICE = "stt"
+
+
+def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
+    """Mono int16 PCM as a WAV file's bytes."""
+    if pcm.dtype != np.int16:
+        raise ValueError(f"expected int16 PCM, got {pcm.dtype}")
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(sample_rate)
+        wav.writeframes(pcm.reshape(-1).astype("<i2", copy=False).tobytes())
+    return buffer.getvalue()
+
+
+class OpenAISTT:
+    """Transcribes whole utterances; ``timeout`` bounds the connect and each read."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        language: str | None = None,
+        timeout: float = 10.0,
+        retries: int = 2,
+        retry_delay: float = 0.2,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self.model = model
+        self.language = language
+        self.retries = retries
+        self.retry_delay = retry_delay
+        self._owns_client = client is None
+        self._client = client or make_client(base_url=base_url, api_key=api_key, timeout=timeout)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this service created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def transcribe(self, pcm: np.ndarray, sample_rate: int = 16000) -> Transcript:
+        audio = wav_bytes(pcm, sample_rate)
+
+        async def attempt() -> Transcript:
+            extra = {"language": self.language} if self.language else {}
+            result = await self._client.audio.transcriptions.create(
+                file=("audio.wav", audio, "audio/wav"), model=self.model, **extra
+            )
+            text = getattr(result, "text", None)
+            if not isinstance(text, str):
+                raise bad_response(SERVICE, "the answer had no text")
+            return Transcript(text.strip(), self.language)
+
+        return await with_retries(
+            attempt, SERVICE, retries=self.retries, base_delay=self.retry_delay
+        )

@@ -1,0 +1,236 @@
+"""Per-session speech-to-text: cut utterances out of the audio at the VAD's events.
+
+The transcriber sees the same 20 ms frames as the VAD (:meth:`Transcriber.push_audio`)
+and the VAD's events (:meth:`Transcriber.handle`). Until the user speaks it only keeps a
+short ring of recent frames. ``SpeechStarted`` arrives ``start_secs`` after the onset it
+reports, so recording begins with the ring's frames from ``onset - pre_roll_secs``
+(whisper misses clipped first phonemes) and goes on with every new frame.
+``SpeechStopped`` arrives when the VAD's silence window closes; the utterance up to
+``speech end + tail_secs`` goes to the STT service at once, as a task, so transcription
+runs while the turn logic waits out its own stop window. The text is emitted as a final
+:class:`~pipeline.frames.Transcription`; an empty one is not emitted.
+
+Utterances are transcribed one after another, so transcripts stay in order. A recording
+longer than ``max_utterance_secs`` is sent off at that length and recording goes on
+(whisper reads at most 30 s at a time). STT failures go to ``on_error``; the session
+goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+from loguru import logger
+
+from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
+from pipeline.services.stt import STTService
+
+SAMPLE_RATE = 16000
+# The ring must reach back past the pre-roll from the moment SpeechStarted arrives: the
+# VAD reports it start_secs (0.2 s) or more after the onset.
+_LOOKBACK_SECS = 2.0
+_INITIAL_SECS = 5.0  # first allocation of the recording buffer; it doubles as needed
+# Event times are on the frames' arrival clock. While it keeps pace with the samples
+# (within this much), a time maps to a sample; see Transcriber._cut.
+_CLOCK_TOLERANCE_SECS = 0.1
+
+
+def _end_of(t: float, pcm: np.ndarray) -> float:
+    return t + pcm.size / SAMPLE_RATE
+
+
+class Transcriber:
+    """Cuts one session's utterances at the VAD's events and transcribes them in order.
+
+    ``emit`` gets each :class:`Transcription`, stamped with ``clock()`` (the session
+    clock) when its text is ready. ``last_ttfb`` is the seconds from ``SpeechStopped``
+    to the text (queueing included); ``last_processing`` the STT call alone.
+    """
+
+    def __init__(
+        self,
+        stt: STTService,
+        emit: Callable[[Event], None],
+        pre_roll_secs: float = 0.3,
+        max_utterance_secs: float = 30.0,
+        *,
+        tail_secs: float = 0.15,
+        clock: Callable[[], float] = time.monotonic,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        if pre_roll_secs < 0 or tail_secs < 0 or max_utterance_secs <= 1.0:
+            raise ValueError("pre_roll_secs and tail_secs must be >= 0, max_utterance_secs > 1")
+        self.stt = stt
+        self.pre_roll_secs = pre_roll_secs
+        self.max_utterance_secs = max_utterance_secs
+        self.tail_secs = tail_secs
+        self._emit = emit
+        self._clock = clock
+        self._on_error = on_error
+        self._ring: deque[tuple[float, np.ndarray]] = deque()
+        self._ring_secs = pre_roll_secs + _LOOKBACK_SECS
+        self._buffer = np.zeros(0, np.int16)
+        self._fill = 0
+        self._recording = False
+        self._closed = False
+        self._rec_start = 0.0  # session time of the buffer's first sample
+        self._rec_end = 0.0  # arrival-clock end of the last frame recorded
+        self._tail: asyncio.Task[None] | None = None  # the last queued transcription
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.last_ttfb: float | None = None
+        self.last_processing: float | None = None
+        self.last_span: tuple[float, float] | None = None  # session times sent to the STT
+        self.last_submitted: float | None = None  # clock() when the last utterance was sent
+
+    @property
+    def recording(self) -> bool:
+        return self._recording
+
+    @property
+    def pending(self) -> int:
+        """Utterances sent to the STT whose text has not been emitted yet."""
+        return len(self._tasks)
+
+    def push_audio(self, frame: bytes, t: float) -> None:
+        """Take one frame (16 kHz mono s16; ``t`` = its start on the session clock).
+        Feed every frame, before or after the VAD sees it."""
+        if self._closed:
+            return
+        pcm = np.frombuffer(frame, dtype=np.int16)
+        if self._recording:
+            self._append(pcm)
+            self._rec_end = _end_of(t, pcm)
+            return
+        self._ring.append((t, pcm))
+        # Frames are views of the transport's bytes; the ring only holds references.
+        while self._ring and t - _end_of(*self._ring[0]) > self._ring_secs:
+            self._ring.popleft()
+
+    def handle(self, event: Event) -> None:
+        """Take a VAD event; others are ignored."""
+        if self._closed:
+            return
+        if isinstance(event, SpeechStarted):
+            if not self._recording:
+                self._start(event.t - self.pre_roll_secs)
+        elif isinstance(event, SpeechStopped) and self._recording:
+            self._submit(event.t + self.tail_secs)
+
+    async def close(self) -> None:
+        """Stop recording and cancel the transcriptions not yet emitted; later audio
+        and events are ignored."""
+        self._closed = True
+        self._recording = False
+        self._ring.clear()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- recording ------------------------------------------------------------------------
+
+    def _start(self, begin: float) -> None:
+        self._recording = True
+        self._fill = 0
+        if self._buffer.size == 0:
+            self._buffer = np.zeros(round(_INITIAL_SECS * SAMPLE_RATE), np.int16)
+        self._rec_start = begin
+        first = True
+        for t, pcm in self._ring:
+            if _end_of(t, pcm) <= begin:
+                continue
+            skip = max(0, round((begin - t) * SAMPLE_RATE))
+            if first:
+                # The recording's clock starts at its first sample actually kept.
+                self._rec_start = t + skip / SAMPLE_RATE
+                first = False
+            self._append(pcm[skip:])
+            self._rec_end = _end_of(t, pcm)
+        self._ring.clear()
+
+    def _append(self, pcm: np.ndarray) -> None:
+        limit = round(self.max_utterance_secs * SAMPLE_RATE)
+        while pcm.size:
+            room = limit - self._fill
+            if room == 0:  # a monologue: send what we have, record on
+                end = self._rec_start + self._fill / SAMPLE_RATE
+                self._submit(end, keep_recording=True)
+                continue
+            part, pcm = pcm[:room], pcm[room:]
+            end = self._fill + part.size
+            if end > self._buffer.size:
+                grown = np.zeros(min(limit, max(end, 2 * self._buffer.size)), np.int16)
+                grown[: self._fill] = self._buffer[: self._fill]
+                self._buffer = grown
+            self._buffer[self._fill : end] = part
+            self._fill = end
+
+    def _cut(self, end: float) -> int:
+        """Samples up to session time ``end``, or all recorded if the clock drifted.
+
+        When the event loop stalls, frames queue up and then arrive in a burst, stamped
+        with nearly the same time; the VAD's times compress the same way. Cutting by
+        time would then drop most of the speech, so when the frames' clock no longer
+        matches the samples recorded, the whole recording (speech plus the VAD's stop
+        window of silence, which whisper ignores) is sent instead.
+        """
+        drift = (self._rec_end - self._rec_start) - self._fill / SAMPLE_RATE
+        if abs(drift) > _CLOCK_TOLERANCE_SECS:
+            return self._fill
+        return min(self._fill, max(0, round((end - self._rec_start) * SAMPLE_RATE)))
+
+    def _submit(self, end: float, keep_recording: bool = False) -> None:
+        count = self._cut(end)
+        utterance = self._buffer[:count].copy()
+        self.last_span = (self._rec_start, self._rec_start + count / SAMPLE_RATE)
+        if keep_recording:
+            self._rec_start += count / SAMPLE_RATE
+        else:
+            self._recording = False
+            # The recording's last seconds become the ring: speech resuming right after
+            # the stop still gets its pre-roll.
+            keep = min(self._fill, round(self._ring_secs * SAMPLE_RATE))
+            start = self._fill - keep
+            tail = self._buffer[start : self._fill].copy()
+            self._ring.append((self._rec_start + start / SAMPLE_RATE, tail))
+        self._fill = 0
+        if count == 0:
+            return
+        self.last_submitted = self._clock()
+        task = asyncio.get_running_loop().create_task(
+            self._transcribe(utterance, self._tail, self.last_submitted)
+        )
+        self._tail = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- transcription ------------------------------------------------------------------
+
+    async def _transcribe(
+        self, pcm: np.ndarray, previous: asyncio.Task[None] | None, submitted: float
+    ) -> None:
+        if previous is not None and not previous.done():
+            # Wait without inheriting its fate: a failed or cancelled one is not ours.
+            await asyncio.wait([previous])
+        started = time.perf_counter()
+        try:
+            transcript = await self.stt.transcribe(pcm, SAMPLE_RATE)
+        except Exception as exc:
+            self._report(exc)
+            return
+        self.last_processing = time.perf_counter() - started
+        now = self._clock()
+        self.last_ttfb = now - submitted
+        text = transcript.text.strip()
+        if text:
+            self._emit(Transcription(text, now, final=True))
+
+    def _report(self, exc: Exception) -> None:
+        if self._on_error is None:
+            logger.warning("transcription failed: {}", exc)
+        else:
+            self._on_error(exc)

@@ -1,0 +1,110 @@
+"""The model services for every session, built once from the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
+
+from pipeline.builtin_tools import default_registry
+from pipeline.services.embedded import EmbeddedModels
+from pipeline.services.llm import LLMService
+from pipeline.services.local_llm import LocalLLM
+from pipeline.services.local_stt import LocalSTT
+from pipeline.services.local_tts import LocalTTS
+from pipeline.services.openai_llm import OpenAILLM
+from pipeline.services.openai_stt import OpenAISTT
+from pipeline.services.openai_tts import OpenAITTS
+from pipeline.services.stt import STTService
+from pipeline.services.tts import TTSService
+from pipeline.tools import ToolRegistry
+from pipeline.vad import SileroModel
+from server.settings import Settings
+
+
+@dataclass
+class Services:
+    """Shared by all sessions: the clients hold no per-call state."""
+
+    stt: STTService
+    llm: LLMService
+    tts: TTSService
+    tools: ToolRegistry
+    embedded: EmbeddedModels | None
+    vad: SileroModel
+
+    def status(self) -> dict[str, Any]:
+        """What /health reports about the models."""
+        kinds = {role: type(getattr(self, role)).__name__ for role in ("stt", "llm", "tts")}
+        embedded = self.embedded.status() if self.embedded else {}
+        return {"ready": self.ready, "services": kinds, "embedded": embedded}
+
+    @property
+    def ready(self) -> bool:
+        """Every embedded model in use is loaded (remote services count as ready)."""
+        if self.embedded is None:
+            return True
+        return all(m.ready for m in self.embedded.models if self._uses(m.role))
+
+    async def load(self) -> None:
+        """Load and warm the embedded models in use (start-up, off the event loop)."""
+        if self.embedded is None:
+            return
+        in_use = [m for m in self.embedded.models if self._uses(m.role)]
+        for model in in_use:
+            await model.get()
+
+    def _uses(self, role: str) -> bool:
+        return isinstance(getattr(self, role), LocalSTT | LocalLLM | LocalTTS)
+
+    async def aclose(self) -> None:
+        for service in (self.stt, self.llm, self.tts):
+            close = getattr(service, "aclose", None)
+            if close is not None:
+                await close()
+        if self.embedded is not None:
+            self.embedded.shutdown()
+
+
+def build_services(settings: Settings) -> Services:
+    """The STT, LLM and TTS the settings ask for; embedded models load lazily."""
+    embedded = None
+    if "local" in (settings.provider("stt"), settings.provider("llm"), settings.provider("tts")):
+        embedded = EmbeddedModels.shared()
+    key, url = settings.openai_api_key, settings.openai_base_url
+    stt: STTService = (
+        LocalSTT(embedded)
+        if settings.provider("stt") == "local"
+        else OpenAISTT(settings.stt_model, base_url=url, api_key=key, timeout=settings.stt_timeout)
+    )
+    llm: LLMService = (
+        LocalLLM(embedded, max_tokens=settings.llm_max_tokens)
+        if settings.provider("llm") == "local"
+        else OpenAILLM(
+            settings.llm_model,
+            base_url=url,
+            api_key=key,
+            supports_tools=settings.llm_supports_tools,
+            first_token_timeout=settings.llm_timeout,
+            chunk_timeout=settings.llm_timeout,
+        )
+    )
+    tts: TTSService = (
+        LocalTTS(embedded)
+        if settings.provider("tts") == "local"
+        else OpenAITTS(
+            settings.tts_model,
+            settings.tts_voice,
+            base_url=url,
+            api_key=key,
+            timeout=settings.tts_timeout,
+        )
+    )
+    logger.info(
+        "models: stt={} llm={} tts={}",
+        type(stt).__name__,
+        type(llm).__name__,
+        type(tts).__name__,
+    )
+    return Services(stt, llm, tts, default_registry(), embedded, SileroModel.shared())

@@ -1,0 +1,156 @@
+"""One call's voice pipeline, connected to its transport and to RTVI.
+
+inbound 20 ms frames → VAD → (transcriber, conversation) → bot turns → paced track;
+the conversation's events go out as RTVI messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from loguru import logger
+
+from pipeline.context import LLMContext
+from pipeline.conversation import Conversation
+from pipeline.frames import Event, Metric, ServiceError, Transcription
+from pipeline.messages import AssistantMessage, UserMessage
+from pipeline.metrics import Prices
+from pipeline.tool_runner import ToolRunner
+from pipeline.transcriber import Transcriber
+from pipeline.turns import UserTurnParams
+from pipeline.vad import VADAnalyzer, VADParams
+from server.rtvi_events import RTVIEvents
+from server.services import Services
+from server.settings import Settings
+from server.webrtc import PacedAudioTrack
+
+# How often a session checks for audio that stopped arriving mid-speech.
+IDLE_CHECK_SECONDS = 0.25
+
+
+class VoiceSession:
+    """Owns the VAD, transcriber, conversation, tool runner and RTVI observer of a call."""
+
+    def __init__(
+        self,
+        services: Services,
+        settings: Settings,
+        output: PacedAudioTrack,
+        send: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.settings = settings
+        tools = services.tools if settings.tools_enabled and services.llm.supports_tools else None
+        self.context = LLMContext(
+            [{"role": "system", "content": settings.system_prompt}],
+            tools=tools.openai_tools() if tools else None,
+        )
+        params = UserTurnParams(
+            user_turn_stop_timeout=settings.user_turn_stop_timeout,
+            user_speech_timeout=settings.user_speech_timeout,
+            min_words=settings.min_words_to_interrupt,
+            user_idle_timeout=settings.user_idle_timeout,
+        )
+        prices = Prices(input=settings.llm_price_input, output=settings.llm_price_output)
+        self.conversation = Conversation(
+            self.context, services.llm, services.tts, output, params, prices=prices
+        )
+        output.listener = self.conversation
+        self.vad = VADAnalyzer(
+            VADParams(
+                confidence=settings.vad_confidence,
+                start_secs=settings.vad_start_secs,
+                stop_secs=settings.vad_stop_secs,
+            ),
+            model=services.vad,
+        )
+        self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed)
+        self.tools = ToolRunner(services.tools, self.conversation.feed) if tools else None
+        if self.tools is not None:
+            self.tools.attach(self.conversation.events)
+        self.rtvi = RTVIEvents(send, settings.function_call_report_level)
+        self.rtvi.subscribe(self.conversation.events)
+        self._idle_check: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.conversation.start()
+        self._idle_check = asyncio.get_running_loop().create_task(
+            self._check_idle_forever(), name="audio-idle"
+        )
+
+    # -- audio in -----------------------------------------------------------------------------
+
+    def push_audio(self, frame: bytes) -> None:
+        """One 20 ms frame of 16 kHz mono s16 from the transport (every 20 ms: keep cheap)."""
+        t = time.monotonic()
+        events = self.vad.push(frame, t)
+        self.transcriber.push_audio(frame, t)
+        for event in events:
+            self._vad_event(event)
+        self.conversation.tick()
+
+    def _vad_event(self, event: Event) -> None:
+        self.transcriber.handle(event)
+        self.conversation.feed(event)
+
+    async def _check_idle_forever(self) -> None:
+        while True:
+            await asyncio.sleep(IDLE_CHECK_SECONDS)
+            for event in self.vad.check_idle(time.monotonic()):
+                self._vad_event(event)
+
+    def _transcribed(self, event: Event) -> None:
+        self.conversation.feed(event)
+        if isinstance(event, Transcription):
+            for kind, value in (
+                ("ttfb", self.transcriber.last_ttfb),
+                ("processing", self.transcriber.last_processing),
+            ):
+                if value is not None:
+                    self.conversation.feed(Metric("stt", kind, value))
+
+    def _stt_failed(self, exc: Exception) -> None:
+        logger.warning("transcription failed: {}", exc)
+        self.conversation.feed(ServiceError("stt", str(exc) or type(exc).__name__))
+
+    # -- RTVI requests ------------------------------------------------------------------------
+
+    def client_ready(self) -> None:
+        """The client can hear us: greet it (if a greeting is configured)."""
+        if self.settings.greeting:
+            self.conversation.say(self.settings.greeting)
+
+    def send_text(self, content: str, run_immediately: bool, audio_response: bool) -> None:
+        """RTVI ``send-text``: a typed user turn, answered in speech or in text."""
+        if self.conversation.bot_active and run_immediately:
+            self.conversation.interrupt()
+        self.conversation.user.add_text(content, run_llm=False)
+        if run_immediately:
+            self.conversation.run_llm(audio=audio_response)
+
+    def info(self) -> dict[str, Any]:
+        """Conversation figures for the session endpoint."""
+        transcript = [
+            {"role": m.role.value, "content": m.text_content(), "interrupted": m.interrupted}
+            if isinstance(m, AssistantMessage)
+            else {"role": m.role.value, "content": m.text_content()}
+            for m in self.context.messages
+            if isinstance(m, UserMessage | AssistantMessage) and m.text_content()
+        ]
+        return {
+            "messages": len(self.context.messages),
+            "transcript": transcript,
+            "metrics": self.conversation.metrics.summary(),
+        }
+
+    async def close(self) -> None:
+        """Stop every task; what was said stays in the context."""
+        if self._idle_check is not None:
+            self._idle_check.cancel()
+            await asyncio.gather(self._idle_check, return_exceptions=True)
+        await self.transcriber.close()
+        if self.tools is not None:
+            await self.tools.close()
+        await self.conversation.close()
