@@ -30,11 +30,17 @@ $(VENV)/.dev: $(VENV)/.runtime
 	$(PIP) install -q -c constraints.txt -e ".[dev]"
 	touch $@
 
-# Debian's espeak-ng makes the speech WAVs the tests send.
+# From Debian, only if missing: espeak-ng makes the speech the tests send, and chromium
+# runs the real-browser test (Playwright drives it; it never downloads a browser).
 test-tools:
-	@command -v espeak-ng >/dev/null || { \
+	@missing=""; \
+	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq espeak-ng >/dev/null; }
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=300 $$missing >/dev/null; \
+	fi
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,202 @@
+"""The per-session transcriber on real audio, the real Silero VAD and the real whisper STT.
+
+espeak-ng sentences placed in silence are fed as 20 ms frames to the VAD and to the
+transcriber, one frame per event-loop turn (as the transport delivers them), and the
+VAD's events go to the transcriber. Nothing is mocked: :class:`TimedSTT` only notes
+when the real :class:`LocalSTT` is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
+from pipeline.services.embedded import EmbeddedModels, ModelFileError
+from pipeline.services.local_stt import LocalSTT
+from pipeline.services.stt import Transcript
+from pipeline.transcriber import Transcriber
+from pipeline.vad import VADAnalyzer
+from tests.test_vad import espeak, frames, timeline
+
+DRAGON = "Please tell me a short story about a friendly dragon."
+BOOK = "Can you recommend a good book to read?"
+
+
+@pytest.fixture(scope="module")
+def stt() -> LocalSTT:
+    models = EmbeddedModels.shared()
+    asyncio.run(models.stt.get())
+    return LocalSTT(models)
+
+
+@dataclass
+class TimedSTT:
+    """The real STT, with the frame index at which each call began and ended."""
+
+    inner: LocalSTT
+    frame: int = 0
+    calls: list[tuple[int, float]] = field(default_factory=list)  # (frame, seconds of audio)
+    finished: list[int] = field(default_factory=list)
+
+    async def transcribe(self, pcm: np.ndarray, sample_rate: int = 16000) -> Transcript:
+        self.calls.append((self.frame, pcm.size / sample_rate))
+        try:
+            return await self.inner.transcribe(pcm, sample_rate)
+        finally:
+            self.finished.append(self.frame)
+
+
+@dataclass
+class Run:
+    events: list[Event]  # VAD events and transcriptions, in the order they happened
+    stop_frames: list[int]  # the frame index of each SpeechStopped
+
+
+async def feed(
+    transcriber: Transcriber, samples: np.ndarray, stt: TimedSTT, events: list[Event]
+) -> Run:
+    """Frames to the VAD and the transcriber; ``events`` is the list the transcriber
+    emits into, so VAD events and transcriptions land in the order they happened."""
+    vad = VADAnalyzer()
+    stops: list[int] = []
+    for index, (frame, t) in enumerate(frames(samples)):
+        stt.frame = index
+        transcriber.push_audio(frame, t)
+        for event in vad.push(frame, t):
+            events.append(event)
+            transcriber.handle(event)
+            if isinstance(event, SpeechStopped):
+                stops.append(index)
+        await asyncio.sleep(0)  # one loop turn per frame, as with a live transport
+    await settle(transcriber)
+    return Run(events, stops)
+
+
+async def settle(transcriber: Transcriber, limit: float = 30.0) -> None:
+    """Wait for the pending transcriptions (generous: the box may be busy)."""
+    deadline = time.monotonic() + limit
+    while transcriber.pending and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
+def texts(events: list[Event]) -> list[str]:
+    return [e.text for e in events if isinstance(e, Transcription)]
+
+
+async def test_utterance_is_transcribed_from_speech_stopped(stt: LocalSTT) -> None:
+    line = timeline(0.8, espeak(DRAGON), 1.2)
+    timed = TimedSTT(stt)
+    events: list[Event] = []
+    transcriber = Transcriber(timed, events.append, pre_roll_secs=0.3)
+    run = await feed(transcriber, line.samples, timed, events)
+
+    kinds = [type(e) for e in run.events]
+    assert kinds == [SpeechStarted, SpeechStopped, Transcription]
+    assert "friendly dragon" in texts(run.events)[0].lower()
+    transcription = run.events[-1]
+    assert isinstance(transcription, Transcription) and transcription.final
+    # The STT began in the same frame as SpeechStopped: no later frame was needed.
+    assert [frame for frame, _ in timed.calls] == run.stop_frames
+    # It got onset - pre-roll .. speech end + tail.
+    onset, end = line.truth[0]
+    start, stop = transcriber.last_span
+    assert abs(start - (onset - 0.3)) < 0.1 and abs(stop - (end + 0.15)) < 0.1
+    assert timed.calls[0][1] == pytest.approx(stop - start, abs=0.001)
+    assert transcriber.last_ttfb is not None and transcriber.last_processing is not None
+    await transcriber.close()
+
+
+async def test_second_utterance_queues_behind_the_first(stt: LocalSTT) -> None:
+    line = timeline(0.5, espeak(DRAGON), 1.0, espeak(BOOK), 1.2)
+    timed = TimedSTT(stt)
+    events: list[Event] = []
+    transcriber = Transcriber(timed, events.append)
+    run = await feed(transcriber, line.samples, timed, events)
+
+    said = texts(run.events)
+    assert len(said) == 2
+    assert "dragon" in said[0].lower() and "book" in said[1].lower()
+    assert len(timed.calls) == 2
+    # Each call started at its stop, or once the one before it had finished.
+    for (called, _), stop in zip(timed.calls, run.stop_frames, strict=True):
+        assert called >= stop
+    assert timed.calls[1][0] >= timed.finished[0]
+
+
+async def test_frames_arriving_in_a_burst_are_not_cut_short(stt: LocalSTT) -> None:
+    # The event loop stalls for 2 s as the user starts speaking: the frames of that time
+    # then arrive together, stamped ~0.3 ms apart, and so are the VAD's event times.
+    line = timeline(0.8, espeak(BOOK), 1.5)
+    events: list[Event] = []
+    transcriber = Transcriber(stt, events.append)
+    vad = VADAnalyzer()
+    for frame, t in frames(line.samples):
+        arrived = 2.8 + (t - 0.8) * 0.015 if 0.8 <= t < 2.8 else t
+        transcriber.push_audio(frame, arrived)
+        for event in vad.push(frame, arrived):
+            events.append(event)
+            transcriber.handle(event)
+        await asyncio.sleep(0)
+    await settle(transcriber)
+    said = texts(events)
+    assert len(said) == 1 and "good book to read" in said[0].lower()
+    start, stop = transcriber.last_span
+    assert stop - start > (line.truth[0][1] - line.truth[0][0])  # all of the speech went
+    await transcriber.close()
+
+
+async def test_stt_errors_go_to_on_error(tmp_path: Path) -> None:
+    broken = LocalSTT(EmbeddedModels(package_dirs={"stt": tmp_path}))
+    errors: list[Exception] = []
+    emitted: list[Event] = []
+    transcriber = Transcriber(broken, emitted.append, on_error=errors.append)
+    line = timeline(0.5, espeak(BOOK), 1.2)
+    vad = VADAnalyzer()
+    for frame, t in frames(line.samples):
+        transcriber.push_audio(frame, t)
+        for event in vad.push(frame, t):
+            transcriber.handle(event)
+    for _ in range(200):
+        if errors:
+            break
+        await asyncio.sleep(0.01)
+    assert len(errors) == 1 and isinstance(errors[0], ModelFileError)
+    assert emitted == []
+    await transcriber.close()
+
+
+async def test_close_cancels_pending_transcriptions(stt: LocalSTT) -> None:
+    emitted: list[Event] = []
+    transcriber = Transcriber(stt, emitted.append)
+    speech = espeak(BOOK)
+    for frame, t in frames(np.concatenate([np.zeros(8000, np.int16), speech])):
+        transcriber.push_audio(frame, t)
+    transcriber.handle(SpeechStarted(0.5))
+    transcriber.handle(SpeechStopped(0.5 + speech.size / 16000))
+    assert transcriber.pending == 1 and not transcriber.recording
+    await transcriber.close()
+    assert transcriber.pending == 0
+    await asyncio.sleep(0.5)
+    assert emitted == []
+
+
+async def test_long_speech_is_sent_in_pieces_of_max_utterance(stt: LocalSTT) -> None:
+    timed = TimedSTT(stt)
+    transcriber = Transcriber(timed, lambda e: None, pre_roll_secs=0.0, max_utterance_secs=2.0)
+    speech = espeak(DRAGON)  # ~3 s
+    transcriber.handle(SpeechStarted(0.0))
+    for frame, t in frames(speech):
+        transcriber.push_audio(frame, t)
+    transcriber.handle(SpeechStopped(speech.size / 16000))
+    assert transcriber.pending == 2
+    await settle(transcriber)
+    durations = [seconds for _, seconds in timed.calls]
+    assert durations[0] == pytest.approx(2.0, abs=0.001)
+    assert sum(durations) == pytest.approx((speech.size - speech.size % 320) / 16000, abs=0.02)
+    await transcriber.close()
