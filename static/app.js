@@ -1,0 +1,283 @@
+// The page: wires a ParleyClient (parley.js) to the controls, the transcript, the event
+// panel, the level meters and the latency readout. Read top to bottom.
+import { ParleyClient } from "./parley.js";
+
+const $ = (id) => document.getElementById(id);
+const client = new ParleyClient();
+window.parley = client; // handy in devtools
+
+const MAX_EVENTS = 200;
+// Level (RMS of samples in -1..1) above which the bot counts as audible: about -40 dBFS.
+// The server sends digital silence between answers, so anything real is far above it.
+const AUDIBLE = 0.01;
+// These arrive many times a second and would drown the panel.
+const QUIET_EVENTS = new Set(["user-audio-level", "bot-audio-level"]);
+
+// -- status and errors -------------------------------------------------------------------
+
+const STATUS_TEXT = { connecting: "Connecting…", connected: "Connected", disconnected: "Disconnected" };
+
+client.on("state", (state) => {
+  // A failure leaves "error" showing instead of a plain "disconnected".
+  if (!(state === "disconnected" && $("status").dataset.state === "error")) {
+    $("status").dataset.state = state;
+    $("status").textContent = STATUS_TEXT[state];
+  }
+  const live = state !== "disconnected";
+  $("connect").disabled = live;
+  $("disconnect").disabled = !live;
+  $("text-input").disabled = $("send").disabled = state !== "connected";
+  if (!live) stopAudio();
+});
+
+function showError(kind, text) {
+  $("error").dataset.kind = kind;
+  $("error").textContent = text;
+  $("error").hidden = false;
+}
+
+function clearError() {
+  $("error").hidden = true;
+  $("error").textContent = "";
+}
+
+/** One sentence a person can act on, for each way connecting can fail. */
+function explain(err) {
+  switch (err.kind) {
+    case "mic-denied":
+      return "Microphone permission denied: allow the microphone for this page, then connect again.";
+    case "no-mic":
+      return "No microphone found: plug one in, then connect again.";
+    case "server-full":
+      return `The server is full, retry in ${err.retryAfter ?? "a few"} s.`;
+    case "http":
+      return `The server refused the call (HTTP ${err.status}): ${err.message}`;
+    default:
+      return `Could not connect: ${err.message}`;
+  }
+}
+
+function fail(kind, text) {
+  showError(kind, text);
+  $("status").dataset.state = "error";
+  $("status").textContent = "Error";
+}
+
+client.on("lost", ({ reason }) => fail("lost", `Connection lost: ${reason}.`));
+client.on("error", (data) => showError("rtvi", `Server error${data?.fatal ? " (fatal)" : ""}: ${data?.error}`));
+client.on("error-response", (data) => showError("rtvi", `Request refused: ${data?.error}`));
+
+// -- connect, disconnect, microphone ---------------------------------------------------------
+
+$("connect").onclick = async () => {
+  clearError();
+  $("status").dataset.state = "idle";
+  startAudio(); // inside the click: browsers only let a user gesture start audio
+  resetReadouts();
+  try {
+    await client.connect({ micDeviceId: $("mic-select").value || undefined });
+  } catch (err) {
+    if (err.kind === "lost") return; // the "lost" handler has said so
+    fail(err.kind ?? "other", explain(err));
+  }
+};
+
+$("disconnect").onclick = () => client.disconnect();
+
+$("mute").onclick = () => {
+  const muted = $("mute").getAttribute("aria-pressed") !== "true";
+  client.setMuted(muted);
+  $("mute").setAttribute("aria-pressed", String(muted));
+  $("mute").textContent = muted ? "Unmute mic" : "Mute mic";
+};
+
+// Silences the bot's voice here only; the analyser still measures it (it taps the track).
+$("speaker").onclick = () => {
+  const muted = ($("bot-audio").muted = !$("bot-audio").muted);
+  $("speaker").setAttribute("aria-pressed", String(muted));
+  $("speaker").textContent = muted ? "Unmute bot" : "Mute bot";
+};
+
+$("mic-select").onchange = () =>
+  client.switchMic($("mic-select").value).catch((err) => showError(err.kind ?? "other", explain(err)));
+
+async function listMics() {
+  // Before the first getUserMedia grant, labels (and often ids) are empty.
+  const mics = (await navigator.mediaDevices.enumerateDevices()).filter((d) => d.kind === "audioinput");
+  const select = $("mic-select");
+  const current = client.micStream?.getAudioTracks()[0]?.getSettings().deviceId ?? select.value;
+  select.replaceChildren(...mics.map((d, i) => new Option(d.label || `Microphone ${i + 1}`, d.deviceId)));
+  if (mics.some((d) => d.deviceId === current)) select.value = current;
+}
+navigator.mediaDevices.addEventListener("devicechange", listMics);
+listMics();
+
+// -- transcript ------------------------------------------------------------------------------
+
+// The bot line still being spoken; a user line, a new answer or an interruption ends it.
+let botLine = null;
+
+function addLine(who, text = "") {
+  const li = document.createElement("li");
+  li.className = who;
+  li.textContent = text;
+  $("transcript").append(li);
+  li.scrollIntoView({ block: "nearest" });
+  return li;
+}
+
+function userSaid(text) {
+  botLine = null;
+  const last = $("transcript").lastElementChild;
+  if (last?.classList.contains("user")) last.textContent += ` ${text}`; // same turn, more words
+  else addLine("user", text);
+}
+
+function currentBotLine() {
+  if (!botLine) {
+    botLine = addLine("bot");
+    // .said: text that was played out; .caption: the sentence playing right now.
+    botLine.innerHTML = '<span class="said"></span> <span class="caption"></span>';
+  }
+  return botLine;
+}
+
+client.on("user-transcription", (data) => data.final && userSaid(data.text)); // interim: skipped
+client.on("bot-llm-started", () => (botLine = null));
+// bot-tts-text comes as a sentence starts to play (a caption in step with the voice);
+// bot-output comes after it played (spoken) or as text-only words (not spoken).
+client.on("bot-tts-text", (data) => (currentBotLine().querySelector(".caption").textContent = data.text));
+client.on("bot-output", (data) => {
+  const line = currentBotLine();
+  const said = line.querySelector(".said");
+  const space = data.aggregated_by === "sentence" && said.textContent ? " " : ""; // words carry their own
+  said.textContent += space + data.text;
+  if (data.spoken) line.querySelector(".caption").textContent = "";
+});
+client.on("bot-interrupted", () => {
+  if (!botLine) return;
+  botLine.querySelector(".caption").textContent = ""; // the part that was never heard
+  botLine.classList.add("interrupted");
+  botLine = null;
+});
+
+$("send-text").onsubmit = (e) => {
+  e.preventDefault();
+  const text = $("text-input").value.trim();
+  if (!text) return;
+  client.sendText(text);
+  userSaid(text);
+  $("text-input").value = "";
+};
+
+// -- RTVI event panel ------------------------------------------------------------------------
+
+let connectedAt = performance.now();
+client.on("state", (s) => s === "connecting" && (connectedAt = performance.now()));
+
+client.on("message", ({ type, data }) => {
+  if (QUIET_EVENTS.has(type)) return;
+  const li = document.createElement("li");
+  li.className = type;
+  const json = data === undefined ? "" : JSON.stringify(data);
+  const seconds = ((performance.now() - connectedAt) / 1000).toFixed(3);
+  li.innerHTML = `<time>${seconds}</time><b></b><code></code>`;
+  li.querySelector("b").textContent = type;
+  li.querySelector("code").textContent = json.length > 160 ? `${json.slice(0, 160)}…` : json;
+  $("events").prepend(li);
+  if ($("events").children.length > MAX_EVENTS) $("events").lastElementChild.remove();
+});
+
+// -- audio: meters and latency -----------------------------------------------------------------
+
+let audioCtx = null;
+let micAnalyser = null;
+let botAnalyser = null;
+
+function startAudio() {
+  audioCtx ??= new AudioContext();
+  audioCtx.resume();
+}
+
+function stopAudio() {
+  micAnalyser = botAnalyser = null;
+  for (const id of ["mic-level", "bot-level"]) $(id).value = 0;
+}
+
+function analyse(stream) {
+  const analyser = audioCtx.createAnalyser();
+  analyser.fftSize = 1024; // ~21 ms at 48 kHz: about one animation frame of audio
+  audioCtx.createMediaStreamSource(stream).connect(analyser); // not to the speakers
+  analyser.samples = new Float32Array(analyser.fftSize);
+  return analyser;
+}
+
+function rms(analyser) {
+  if (!analyser) return 0;
+  analyser.getFloatTimeDomainData(analyser.samples);
+  let sum = 0;
+  for (const x of analyser.samples) sum += x * x;
+  return Math.sqrt(sum / analyser.samples.length);
+}
+
+function showLevel(meter, level) {
+  // Meters in dB read like a VU meter: -60 dBFS (or quieter) is empty, 0 dBFS full.
+  meter.value = Math.max(0, 1 + (20 * Math.log10(level + 1e-9)) / 60);
+  if (level > Number(meter.dataset.peak ?? 0)) meter.dataset.peak = level.toFixed(4);
+}
+
+client.on("mic", (stream) => {
+  micAnalyser = analyse(stream);
+  listMics(); // labels are readable now that the microphone is granted
+});
+
+client.on("track", (track) => {
+  const stream = new MediaStream([track]);
+  // The element plays the voice; Chrome also feeds a remote stream to WebAudio only while
+  // an element plays it. We measure with an analyser: the element offers no levels.
+  $("bot-audio").srcObject = stream;
+  botAnalyser = analyse(stream);
+});
+
+// One turn's timing: from user-stopped-speaking to the first audible bot audio here
+// (what the person hears), and to the server's bot-started-speaking (when it began playout).
+let turn = null;
+let turns = 0;
+
+function resetReadouts() {
+  turn = null;
+  turns = 0;
+  $("latency").replaceChildren();
+  for (const id of ["mic-level", "bot-level"]) delete $(id).dataset.peak;
+}
+
+client.on("user-stopped-speaking", () => {
+  turn = { n: ++turns, stoppedAt: performance.now(), heardMs: null, serverMs: null };
+  turn.li = document.createElement("li");
+  $("latency").prepend(turn.li);
+  renderTurn(turn);
+});
+
+client.on("bot-started-speaking", () => {
+  if (turn && turn.serverMs === null) renderTurn(turn, "serverMs");
+});
+
+function renderTurn(t, mark) {
+  if (mark) t[mark] = Math.round(performance.now() - t.stoppedAt);
+  const heard = t.heardMs === null ? "waiting for the bot…" : `${t.heardMs} ms`;
+  const server = t.serverMs === null ? "" : ` · server bot-started-speaking after ${t.serverMs} ms`;
+  t.li.innerHTML = `Turn ${t.n}: <span class="heard"></span><span class="server"></span>`;
+  t.li.querySelector(".heard").textContent = heard;
+  t.li.querySelector(".server").textContent = server;
+  if (t.heardMs !== null) t.li.dataset.ms = t.heardMs;
+}
+
+// Meters and the latency probe run once per frame (paused in hidden tabs, like all rAF).
+function tick() {
+  const bot = rms(botAnalyser);
+  showLevel($("mic-level"), rms(micAnalyser));
+  showLevel($("bot-level"), bot);
+  if (turn && turn.heardMs === null && bot > AUDIBLE) renderTurn(turn, "heardMs");
+  requestAnimationFrame(tick);
+}
+requestAnimationFrame(tick);
