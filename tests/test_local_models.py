@@ -314,3 +314,15 @@ async def test_registry_reports_a_failed_load(tmp_path: Path) -> None:
     with pytest.raises(ModelFileError):  # stays failed: the files will not fix themselves
         await LocalSTT(registry).transcribe(np.zeros(1600, np.int16))
     registry.shutdown()
+
+
+def test_trim_silence_cuts_the_padding_that_is_pure_latency() -> None:
+    from pipeline.services.local_tts import LEAD_SECONDS, SAMPLE_RATE, TAIL_SECONDS, trim_silence
+
+    speech = np.sin(np.linspace(0, 400, SAMPLE_RATE)).astype(np.float32) * 0.3  # 1 s
+    padded = np.concatenate([np.zeros(SAMPLE_RATE // 4, np.float32), speech,
+                             np.zeros(SAMPLE_RATE // 2, np.float32)])  # fmt: skip
+    trimmed = trim_silence(padded)
+    expected = speech.size + int(LEAD_SECONDS * SAMPLE_RATE) + int(TAIL_SECONDS * SAMPLE_RATE)
+    assert abs(trimmed.size - expected) <= 2
+    assert trim_silence(np.zeros(1000, np.float32)).size == 0

@@ -3,7 +3,8 @@
 hibari synthesizes one sentence per model run (~25 ms for a 3 s sentence here) and
 yields each as soon as it is done. Its raw output is quiet and varies per sentence
 (speech around -24 dBFS, peaks 0.25..0.45), so every chunk is scaled to one speech
-level before it is converted to int16; see :func:`normalise`.
+level before it is converted to int16 (see :func:`normalise`), after its silent padding
+is trimmed (see :func:`trim_silence`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,25 @@ def normalise(samples: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(scaled), -32768, 32767).astype(np.int16)
 
 
+# hibari pads each sentence with ~250 ms of silence before and ~400 ms after. The lead
+# is pure latency (the user waits for it), so it is cut to a few ms; the tail is cut to
+# a natural pause between sentences.
+LEAD_SECONDS = 0.01
+TAIL_SECONDS = 0.15
+_SILENT = 1e-3  # about -60 dBFS
+
+
+def trim_silence(samples: np.ndarray) -> np.ndarray:
+    """float samples with the padding before and after the speech cut down to
+    :data:`LEAD_SECONDS` and :data:`TAIL_SECONDS`."""
+    sound = np.flatnonzero(np.abs(samples) > _SILENT)
+    if sound.size == 0:
+        return samples[:0]
+    start = max(0, int(sound[0]) - int(LEAD_SECONDS * SAMPLE_RATE))
+    end = min(samples.size, int(sound[-1]) + 1 + int(TAIL_SECONDS * SAMPLE_RATE))
+    return samples[start:end]
+
+
 class LocalTTS:
     """:class:`~pipeline.services.tts.TTSService` on the shared embedded hibari voice.
 
@@ -98,7 +118,8 @@ def _producer(
         for chunk in tts.stream(text):
             if stop.is_set():
                 return
-            if chunk.size:
-                emit(normalise(chunk))
+            speech = trim_silence(np.asarray(chunk, dtype=np.float32).reshape(-1))
+            if speech.size:
+                emit(normalise(speech))
 
     return produce
