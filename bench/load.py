@@ -20,13 +20,18 @@ import asyncio
 import itertools
 import json
 import os
+import signal
+import socket
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bench.voice_latency import speech_seconds
 from tests.conftest import ServerProcess, make_speech
@@ -48,6 +53,9 @@ RMS = 200.0  # a received frame louder than this is bot speech
 FRAME = 0.020
 GAP = 0.060
 TURN_TIMEOUT = 30.0
+ROOT = Path(__file__).resolve().parent.parent
+PIPECAT_PYTHON = ROOT / "bench" / ".venv-pipecat" / "bin" / "python"
+PIPECAT_BOT = ROOT / "bench" / "pipecat" / "bot.py"
 
 
 @dataclass
@@ -278,6 +286,47 @@ async def run_users(
     return results
 
 
+class PipecatProcess:
+    """bench/pipecat/bot.py in its own venv (see bench/pipecat/README.md), like ServerProcess."""
+
+    def __init__(self, args: argparse.Namespace, base_url: str, api_key: str, log_path: Path):
+        if not PIPECAT_PYTHON.exists():
+            raise RuntimeError(f"{PIPECAT_PYTHON} missing: see bench/pipecat/README.md")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        self._log = log_path.open("w")
+        cmd = [str(PIPECAT_PYTHON), str(PIPECAT_BOT), "--port", str(port),
+               "--base-url", base_url, "--api-key", api_key,
+               "--vad-stop-secs", str(args.vad_stop_secs),
+               "--user-speech-timeout", str(args.user_speech_timeout)]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pipecat bot exited at start:\n{log_path.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"pipecat bot did not start:\n{log_path.read_text()}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
 def log_problems(log: str) -> dict[str, Any]:
     """Counts and the first lines of errors and warnings in the server's log."""
     lines = log.splitlines()
@@ -299,6 +348,7 @@ def aggregate(
     stub = args.stt_delay + args.llm_delay + args.tts_delay
     v2v = [v for r in results for v in r.voice_to_voice]
     return {
+        "target": args.target,
         "users": args.users,
         "turns": args.turns,
         "barge_in_every": args.barge_in_every,
@@ -323,7 +373,7 @@ def aggregate(
 def markdown(summary: dict[str, Any]) -> str:
     """The summary as Markdown tables."""
     out = [
-        f"users={summary['users']} turns={summary['turns']} "
+        f"target={summary['target']} users={summary['users']} turns={summary['turns']} "
         f"barge_in_every={summary['barge_in_every']} run={summary['run_seconds']} s",
         "",
         "| metric | n | p50 ms | p95 ms | max ms |",
@@ -377,6 +427,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="overall, seconds")
     parser.add_argument("--log", type=Path, help="server log (default: a temp file)")
     parser.add_argument("--json", type=Path, help="write the summary here")
+    parser.add_argument("--target", choices=("parley", "pipecat"), default="parley",
+                        help="server under test (pipecat: bench/pipecat/bot.py)")  # fmt: skip
     args = parser.parse_args()
     if not 1 <= args.users <= 50 or not 1 <= args.turns <= 50:
         parser.error("--users and --turns must be within 1..50")
@@ -401,8 +453,11 @@ def main() -> None:
             "PARLEY_VAD_STOP_SECS": str(args.vad_stop_secs),
             "PARLEY_USER_SPEECH_TIMEOUT": str(args.user_speech_timeout),
         }  # fmt: skip
-        server = ServerProcess(env, log_path)
-        server.wait_models_ready()
+        if args.target == "pipecat":
+            server = PipecatProcess(args, stub.base_url, stub.api_key, log_path)
+        else:
+            server = ServerProcess(env, log_path)
+            server.wait_models_ready()
         sampler = ProcSampler(server.proc.pid).start()
         started = time.monotonic()
         results = asyncio.run(run_users(server.url, args, qs, barge))
