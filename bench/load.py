@@ -20,8 +20,6 @@ import asyncio
 import itertools
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -34,7 +32,7 @@ from typing import Any
 import httpx
 
 from bench.voice_latency import speech_seconds
-from tests.conftest import ServerProcess, make_speech
+from tests.conftest import ServerProcess, free_port, make_speech
 from tests.openai_stub import OpenAIStub
 from tests.rtc_client import RTCTestClient
 
@@ -286,19 +284,18 @@ async def run_users(
     return results
 
 
-class PipecatProcess:
-    """bench/pipecat/bot.py in its own venv (see bench/pipecat/README.md), like ServerProcess."""
+class PipecatProcess(ServerProcess):
+    """bench/pipecat/bot.py in its own venv (see bench/pipecat/README.md): started here,
+    stopped (SIGTERM) and logged exactly like the Parley server."""
 
     def __init__(self, args: argparse.Namespace, base_url: str, api_key: str, log_path: Path):
         if not PIPECAT_PYTHON.exists():
             raise RuntimeError(f"{PIPECAT_PYTHON} missing: see bench/pipecat/README.md")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self._log = log_path.open("w")
-        cmd = [str(PIPECAT_PYTHON), str(PIPECAT_BOT), "--port", str(port),
+        cmd = [str(PIPECAT_PYTHON), str(PIPECAT_BOT), "--port", str(self.port),
                "--base-url", base_url, "--api-key", api_key,
                "--vad-stop-secs", str(args.vad_stop_secs),
                "--user-speech-timeout", str(args.user_speech_timeout)]  # fmt: skip
@@ -306,25 +303,14 @@ class PipecatProcess:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"pipecat bot exited at start:\n{log_path.read_text()}")
+                raise RuntimeError(f"pipecat bot exited at start:\n{self.log()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"pipecat bot did not start:\n{log_path.read_text()}")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
+        raise RuntimeError(f"pipecat bot did not start:\n{self.log()}")
 
 
 def log_problems(log: str) -> dict[str, Any]:
