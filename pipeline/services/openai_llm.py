@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -33,21 +32,9 @@ from openai.types.chat import ChatCompletionChunk
 from pipeline.messages import Usage
 from pipeline.services.errors import bad_response, map_error, timed_out
 from pipeline.services.llm import LLMChunk, TextDelta, ToolCallRequest, UsageReport
+from pipeline.services.openai_client import OpenAIEndpoint
 
 SERVICE = "llm"
-# Sent when no key is configured, so a keyless local server works and a real provider
-# answers 401 (a clear auth error) instead of the client failing at construction.
-NO_KEY = "no-key-configured"
-
-
-def make_client(*, base_url: str | None, api_key: str | None, timeout: float) -> openai.AsyncOpenAI:
-    """An ``AsyncOpenAI`` without the SDK's own retries (each service decides its own)."""
-    return openai.AsyncOpenAI(
-        base_url=base_url,
-        api_key=api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY,
-        timeout=timeout,
-        max_retries=0,
-    )
 
 
 @dataclass
@@ -108,7 +95,7 @@ def _usage(raw: Any) -> Usage:
     )
 
 
-class OpenAILLM:
+class OpenAILLM(OpenAIEndpoint):
     """Streams chat completions; see the module docstring for timing and tool calls."""
 
     def __init__(
@@ -130,17 +117,11 @@ class OpenAILLM:
         self.chunk_timeout = chunk_timeout
         self.include_usage = include_usage
         self.extra_body = extra_body
-        self._owns_client = client is None
         # The HTTP timeout is a backstop: our own timeouts fire first with clearer messages.
         backstop = 2 * max(first_token_timeout, chunk_timeout)
-        self._client = client or make_client(base_url=base_url, api_key=api_key, timeout=backstop)
+        super().__init__(client, base_url=base_url, api_key=api_key, timeout=backstop)
         self.last_ttfb: float | None = None
         self.last_duration: float | None = None
-
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this service created it."""
-        if self._owns_client:
-            await self._client.close()
 
     def _request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tool_choice: Any

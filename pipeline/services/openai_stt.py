@@ -14,7 +14,7 @@ import numpy as np
 import openai
 
 from pipeline.services.errors import bad_response, with_retries
-from pipeline.services.openai_llm import make_client
+from pipeline.services.openai_client import OpenAIEndpoint
 from pipeline.services.stt import Transcript
 
 SERVICE = "stt"
@@ -33,7 +33,7 @@ def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
     return buffer.getvalue()
 
 
-class OpenAISTT:
+class OpenAISTT(OpenAIEndpoint):
     """Transcribes whole utterances; ``timeout`` bounds the connect and each read."""
 
     def __init__(
@@ -52,13 +52,7 @@ class OpenAISTT:
         self.language = language
         self.retries = retries
         self.retry_delay = retry_delay
-        self._owns_client = client is None
-        self._client = client or make_client(base_url=base_url, api_key=api_key, timeout=timeout)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this service created it."""
-        if self._owns_client:
-            await self._client.close()
+        super().__init__(client, base_url=base_url, api_key=api_key, timeout=timeout)
 
     async def transcribe(self, pcm: np.ndarray, sample_rate: int = 16000) -> Transcript:
         audio = wav_bytes(pcm, sample_rate)

@@ -16,7 +16,7 @@ import numpy as np
 import openai
 
 from pipeline.services.errors import backoff, map_error
-from pipeline.services.openai_llm import make_client
+from pipeline.services.openai_client import OpenAIEndpoint
 
 SERVICE = "tts"
 
@@ -37,7 +37,7 @@ class PCMDecoder:
         return np.frombuffer(data[:usable], dtype="<i2").astype(np.int16)
 
 
-class OpenAITTS:
+class OpenAITTS(OpenAIEndpoint):
     """Synthesizes one text per request; ``timeout`` bounds the connect and each read."""
 
     def __init__(
@@ -58,13 +58,7 @@ class OpenAITTS:
         self.sample_rate = sample_rate
         self.retries = retries
         self.retry_delay = retry_delay
-        self._owns_client = client is None
-        self._client = client or make_client(base_url=base_url, api_key=api_key, timeout=timeout)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this service created it."""
-        if self._owns_client:
-            await self._client.close()
+        super().__init__(client, base_url=base_url, api_key=api_key, timeout=timeout)
 
     async def synthesize(self, text: str) -> AsyncIterator[np.ndarray]:
         attempt = 0
