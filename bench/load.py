@@ -19,21 +19,17 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
-import statistics
-import subprocess
+import signal
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from bench.measure import ProcSampler, log_problems, pacing, start_profiler, stats
+from bench.targets import start_stub, start_target
 from bench.voice_latency import speech_seconds
-from tests.conftest import ServerProcess, free_port, make_speech
-from tests.openai_stub import OpenAIStub
+from tests.conftest import make_speech
 from tests.rtc_client import RTCTestClient
 
 QUESTIONS = [
@@ -48,12 +44,7 @@ ANSWER = "Sure, here is a short answer for you. It has exactly two sentences in 
 BEFORE = 0.3  # seconds of silence before each utterance
 AFTER = 0.3  # and after (the test mic sends silence in between anyway)
 RMS = 200.0  # a received frame louder than this is bot speech
-FRAME = 0.020
-GAP = 0.060
 TURN_TIMEOUT = 30.0
-ROOT = Path(__file__).resolve().parent.parent
-PIPECAT_PYTHON = ROOT / "bench" / ".venv-pipecat" / "bin" / "python"
-PIPECAT_BOT = ROOT / "bench" / "pipecat" / "bot.py"
 
 
 @dataclass
@@ -72,6 +63,7 @@ class UserResult:
     connect: float | None = None
     voice_to_voice: list[float] = field(default_factory=list)
     barge_in: list[float] = field(default_factory=list)
+    barge_after_vad: list[float] = field(default_factory=list)
     after_barge: list[float] = field(default_factory=list)
     intervals: list[float] = field(default_factory=list)
     barge_missed: int = 0  # the bot had already stopped when the barge-in began
@@ -82,94 +74,6 @@ def utterance(folder: Path, name: str, text: str) -> Utterance:
     """Make an espeak WAV with known silence around the speech."""
     wav = make_speech(folder, name, text, BEFORE, AFTER)
     return Utterance(wav, BEFORE, speech_seconds(wav) - AFTER)
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    """n, p50, p95, max in ms (n only when empty)."""
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {
-        "n": len(ordered),
-        "p50_ms": round(1000 * statistics.median(ordered), 1),
-        "p95_ms": round(1000 * p95, 1),
-        "max_ms": round(1000 * ordered[-1], 1),
-    }
-
-
-def pacing(intervals: list[float]) -> dict[str, float]:
-    """Inter-arrival of the bot's frames: median, p95, max |interval - 20 ms|, gaps."""
-    if not intervals:
-        return {"n": 0}
-    ordered = sorted(intervals)
-    return {
-        "n": len(ordered),
-        "median_ms": round(1000 * statistics.median(ordered), 2),
-        "p95_ms": round(1000 * ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))], 2),
-        "max_jitter_ms": round(1000 * max(abs(i - FRAME) for i in ordered), 1),
-        "gaps_over_60ms": sum(1 for i in ordered if i > GAP),
-    }
-
-
-class ProcSampler:
-    """CPU % (of one core) and RSS of a process, from /proc, every ``period`` s, in a thread."""
-
-    def __init__(self, pid: int, period: float = 0.5) -> None:
-        self.pid = pid
-        self.period = period
-        self.cpu: list[float] = []
-        self.rss_mb: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="proc-sampler")
-        self._tick = os.sysconf("SC_CLK_TCK")
-
-    def _cpu_seconds(self) -> float:
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
-
-    def _rss(self) -> float:
-        with open(f"/proc/{self.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
-
-    def _run(self) -> None:
-        try:
-            last_cpu, last_t = self._cpu_seconds(), time.monotonic()
-            while not self._stop.wait(self.period):
-                cpu, now = self._cpu_seconds(), time.monotonic()
-                self.cpu.append(100 * (cpu - last_cpu) / (now - last_t))
-                self.rss_mb.append(self._rss())
-                last_cpu, last_t = cpu, now
-        except (FileNotFoundError, ProcessLookupError):
-            return  # the process ended
-
-    def start(self) -> ProcSampler:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-
-    def summary(self, users: int) -> dict[str, float]:
-        if not self.cpu:
-            return {"samples": 0}
-        mean_cpu = statistics.fmean(self.cpu)
-        max_rss = max(self.rss_mb)
-        return {
-            "samples": len(self.cpu),
-            "cpu_mean_pct": round(mean_cpu, 1),
-            "cpu_max_pct": round(max(self.cpu), 1),
-            "rss_max_mb": round(max_rss, 1),
-            "rss_start_mb": round(self.rss_mb[0], 1),
-            "cpu_mean_pct_per_session": round(mean_cpu / users, 1),
-            "rss_max_mb_per_session": round(max_rss / users, 1),
-            "rss_growth_mb_per_session": round((max_rss - self.rss_mb[0]) / users, 1),
-        }
 
 
 def first_loud(client: RTCTestClient, since: float) -> float | None:
@@ -196,6 +100,15 @@ async def wait_until(predicate: Any, what: str, within: float = TURN_TIMEOUT) ->
             raise TimeoutError(f"{what}: nothing within {within} s")
         await asyncio.sleep(0.02)
     return value
+
+
+def vad_confirmed(client: RTCTestClient, since: float) -> float | None:
+    """Arrival of the first ``user-started-speaking`` after ``since``: the server's VAD
+    has confirmed speech (the message takes well under a millisecond on 127.0.0.1)."""
+    pairs = zip(client.arrivals, client.messages, strict=True)
+    return next(
+        (t for t, m in pairs if t > since and m.get("type") == "user-started-speaking"), None
+    )
 
 
 def stopped(client: RTCTestClient) -> int:
@@ -232,6 +145,9 @@ async def barge_turn(
     else:
         silent = await wait_until(lambda: client.silent_since(onset, RMS), "silence", 10)
         result.barge_in.append(silent - onset)
+        confirmed = vad_confirmed(client, onset)
+        if confirmed is not None:
+            result.barge_after_vad.append(silent - confirmed)
         result.intervals += window_intervals(client, first, silent)
     # The interrupted answer stops, then the answer to the barge-in stops.
     await wait_until(lambda: stopped(client) >= before + 2, "answer to the barge-in")
@@ -248,7 +164,7 @@ async def user(
     """One simulated user: connect, then ``args.turns`` turns."""
     result = UserResult()
     await asyncio.sleep(index * args.stagger)
-    client = RTCTestClient(url)
+    client = RTCTestClient(url, jitter_frames=args.client_jitter_frames)
     try:
         result.connect = await client.connect()
         await asyncio.sleep(0.5)
@@ -284,48 +200,6 @@ async def run_users(
     return results
 
 
-class PipecatProcess(ServerProcess):
-    """bench/pipecat/bot.py in its own venv (see bench/pipecat/README.md): started here,
-    stopped (SIGTERM) and logged exactly like the Parley server."""
-
-    def __init__(self, args: argparse.Namespace, base_url: str, api_key: str, log_path: Path):
-        if not PIPECAT_PYTHON.exists():
-            raise RuntimeError(f"{PIPECAT_PYTHON} missing: see bench/pipecat/README.md")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self._log = log_path.open("w")
-        cmd = [str(PIPECAT_PYTHON), str(PIPECAT_BOT), "--port", str(self.port),
-               "--base-url", base_url, "--api-key", api_key,
-               "--vad-stop-secs", str(args.vad_stop_secs),
-               "--user-speech-timeout", str(args.user_speech_timeout)]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pipecat bot exited at start:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"pipecat bot did not start:\n{self.log()}")
-
-
-def log_problems(log: str) -> dict[str, Any]:
-    """Counts and the first lines of errors and warnings in the server's log."""
-    lines = log.splitlines()
-    bad = [ln for ln in lines if any(w in ln for w in ("ERROR", "Traceback", "CRITICAL"))]
-    warn = [ln for ln in lines if "WARNING" in ln]
-    return {
-        "errors": len(bad),
-        "warnings": len(warn),
-        "first_errors": bad[:10],
-        "first_warnings": warn[:10],
-    }
-
-
 def aggregate(
     results: list[UserResult], args: argparse.Namespace, sampler: ProcSampler
 ) -> dict[str, Any]:
@@ -334,7 +208,7 @@ def aggregate(
     stub = args.stt_delay + args.llm_delay + args.tts_delay
     v2v = [v for r in results for v in r.voice_to_voice]
     return {
-        "target": args.target,
+        "client_jitter_frames": args.client_jitter_frames,
         "users": args.users,
         "turns": args.turns,
         "barge_in_every": args.barge_in_every,
@@ -347,7 +221,11 @@ def aggregate(
         "connect": stats([r.connect for r in results if r.connect is not None]),
         "voice_to_voice": stats(v2v),
         "server_added": stats([v - vad_window - stub for v in v2v]),
+        # STT runs while the turn waits out the stop window, so its delay is off the
+        # critical path: this figure counts it as the server's own time instead.
+        "server_added_with_stt": stats([v - vad_window - stub + args.stt_delay for v in v2v]),
         "barge_in": stats([v for r in results for v in r.barge_in]),
+        "barge_in_after_vad": stats([v for r in results for v in r.barge_after_vad]),
         "after_barge_voice_to_voice": stats([v for r in results for v in r.after_barge]),
         "barge_in_missed": sum(r.barge_missed for r in results),
         "pacing": pacing([v for r in results for v in r.intervals]),
@@ -365,7 +243,8 @@ def markdown(summary: dict[str, Any]) -> str:
         "| metric | n | p50 ms | p95 ms | max ms |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for key in ("connect", "voice_to_voice", "server_added", "barge_in",
+    for key in ("connect", "voice_to_voice", "server_added", "server_added_with_stt", "barge_in",
+                "barge_in_after_vad",
                 "after_barge_voice_to_voice"):  # fmt: skip
         row = summary[key]
         cells = [str(row.get(k, "-")) for k in ("n", "p50_ms", "p95_ms", "max_ms")]
@@ -395,6 +274,36 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+# The figures compared between the two targets: (section, key).
+COMPARED = [
+    ("connect", "p50_ms"), ("server_added", "p50_ms"), ("server_added", "p95_ms"),
+    ("barge_in", "p50_ms"), ("barge_in_after_vad", "p50_ms"),
+    ("server", "cpu_mean_pct_per_session"), ("server", "rss_max_mb"),
+    ("server", "rss_growth_mb_per_session"),
+]  # fmt: skip
+
+
+def ratios(parley: dict[str, Any], pipecat: dict[str, Any]) -> dict[str, Any]:
+    """Parley / Pipecat for each compared figure (None where either is missing or 0)."""
+    out: dict[str, Any] = {}
+    for section, key in COMPARED:
+        a, b = parley[section].get(key), pipecat[section].get(key)
+        out[f"{section}.{key}"] = {
+            "parley": a,
+            "pipecat": b,
+            "ratio": round(a / b, 2) if a is not None and b else None,
+        }
+    return out
+
+
+def ratio_table(rows: dict[str, Any]) -> str:
+    """The comparison as a Markdown table."""
+    out = ["| figure | Parley | Pipecat | Parley/Pipecat |", "| --- | --- | --- | --- |"]
+    for name, row in rows.items():
+        out.append(f"| {name} | {row['parley']} | {row['pipecat']} | {row['ratio']} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--users", type=int, default=5)
@@ -413,42 +322,54 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="overall, seconds")
     parser.add_argument("--log", type=Path, help="server log (default: a temp file)")
     parser.add_argument("--json", type=Path, help="write the summary here")
-    parser.add_argument("--target", choices=("parley", "pipecat"), default="parley",
-                        help="server under test (pipecat: bench/pipecat/bot.py)")  # fmt: skip
+    parser.add_argument("--profile", type=Path,
+                        help="py-spy (on PATH) records the server into this file")  # fmt: skip
+    parser.add_argument("--target", choices=("parley", "pipecat", "both"), default="parley",
+                        help="server under test (pipecat: bench/pipecat/bot.py; both: one "
+                        "after the other, with ratios Parley/Pipecat)")  # fmt: skip
+    parser.add_argument("--client-jitter-frames", type=int, default=1,
+                        help="packets each client's jitter buffer holds (aiortc: 4)")  # fmt: skip
     args = parser.parse_args()
     if not 1 <= args.users <= 50 or not 1 <= args.turns <= 50:
         parser.error("--users and --turns must be within 1..50")
     folder = Path(tempfile.mkdtemp(prefix="parley-load-"))
     qs = [utterance(folder, f"q{n}", text) for n, text in enumerate(QUESTIONS)]
     barge = utterance(folder, "barge", BARGE)
-    log_path = args.log or folder / "server.log"
-    stub = server = sampler = None
+    runs = [
+        run_target(target, args, qs, barge, folder)
+        for target in (("parley", "pipecat") if args.target == "both" else (args.target,))
+    ]
+    result: dict[str, Any] = runs[0] if len(runs) == 1 else {"runs": runs, "ratios": ratios(*runs)}
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    for run in runs:
+        print()
+        print(markdown(run))
+    if len(runs) == 2:
+        print()
+        print(ratio_table(result["ratios"]))
+
+
+def run_target(
+    target: str, args: argparse.Namespace, qs: list[Utterance], barge: Utterance, folder: Path
+) -> dict[str, Any]:
+    """One whole run against ``target``; its summary."""
+    log_path = args.log or folder / f"{target}.log"
+    stub = server = sampler = profiler = None
     try:
-        stub = OpenAIStub().start()
-        stub.config.stt_delay = args.stt_delay
-        stub.config.first_token_delay = args.llm_delay
-        stub.config.tts_first_audio_delay = args.tts_delay
-        stub.config.tts_seconds_per_char = args.tts_seconds_per_char
-        stub.config.default_text = ANSWER
-        stub.config.transcript = "what is two plus two"
-        env = {
-            "PARLEY_LOG_LEVEL": "INFO", "PARLEY_PRELOAD_MODELS": "true", "PARLEY_GREETING": "",
-            "PARLEY_STT": "openai", "PARLEY_LLM": "openai", "PARLEY_TTS": "openai",
-            "PARLEY_OPENAI_BASE_URL": stub.base_url, "PARLEY_OPENAI_API_KEY": stub.api_key,
-            "PARLEY_MAX_SESSIONS": str(max(args.users, 20)),
-            "PARLEY_VAD_STOP_SECS": str(args.vad_stop_secs),
-            "PARLEY_USER_SPEECH_TIMEOUT": str(args.user_speech_timeout),
-        }  # fmt: skip
-        if args.target == "pipecat":
-            server = PipecatProcess(args, stub.base_url, stub.api_key, log_path)
-        else:
-            server = ServerProcess(env, log_path)
-            server.wait_models_ready()
+        stub = start_stub(args, ANSWER, "what is two plus two")
+        server = start_target(target, args, stub, log_path)
         sampler = ProcSampler(server.proc.pid).start()
+        if args.profile:
+            profiler = start_profiler(server.proc.pid, args.profile.with_suffix(f".{target}.json"))
         started = time.monotonic()
         results = asyncio.run(run_users(server.url, args, qs, barge))
         run_seconds = time.monotonic() - started
     finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(30)
         if sampler is not None:
             sampler.stop()
         if server is not None:
@@ -456,13 +377,10 @@ def main() -> None:
         if stub is not None:
             stub.stop()
     summary = aggregate(results, args, sampler)
+    summary["target"] = target
     summary["run_seconds"] = round(run_seconds, 1)
     summary["server_log"] = log_problems(log_path.read_text()) | {"path": str(log_path)}
-    print(json.dumps(summary, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=2) + "\n")
-    print()
-    print(markdown(summary))
+    return summary
 
 
 if __name__ == "__main__":

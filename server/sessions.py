@@ -25,7 +25,12 @@ from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
 from server.settings import Settings
 from server.voice import VoiceSession
-from server.webrtc import PacedAudioTrack, create_peer_connection, read_inbound_audio
+from server.webrtc import (
+    PacedAudioTrack,
+    create_peer_connection,
+    read_inbound_audio,
+    set_jitter_prefetch,
+)
 
 # How long closing may wait for the peer connection to shut down.
 CLOSE_TIMEOUT = 5.0
@@ -98,6 +103,7 @@ class Session:
         self.track_status: dict[str, Any] = {}
 
         self.pc = create_peer_connection(settings.ice_servers)
+        self._jitter_frames = settings.audio_jitter_frames
         self.outbound = PacedAudioTrack()
         self.channel = ChatChannel(
             on_alive=self.touch,
@@ -140,6 +146,7 @@ class Session:
         # answered inactive so that the browser sends none and we decode none.
         for transceiver in self.pc.getTransceivers():
             if transceiver.kind == "audio":
+                set_jitter_prefetch(transceiver.receiver, self._jitter_frames)
                 if transceiver.sender.track is None:
                     transceiver.sender.replaceTrack(self.outbound)
                 transceiver.direction = "sendrecv"

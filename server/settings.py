@@ -34,6 +34,14 @@ class Settings(BaseSettings):
         "Empty by default: no public STUN server is assumed reachable.",
     )
 
+    audio_jitter_frames: int = Field(
+        1,
+        ge=1,
+        le=15,
+        description="Inbound audio packets (20 ms each) held before decoding. aiortc's own "
+        "default is 4; every packet is latency on each user turn. Raise it on networks "
+        "that reorder packets.",
+    )
     max_sessions: int = Field(20, ge=1, description="Concurrent peer connections; more get 503.")
     liveness_timeout: float = Field(
         10.0, gt=0, description="Seconds without a ping or inbound media before a peer is gone."

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import fractions
 import time
 from collections import deque
 from collections.abc import Callable
@@ -17,10 +16,13 @@ from aiortc import (
     RTCConfiguration,
     RTCIceServer,
     RTCPeerConnection,
+    RTCRtpReceiver,
 )
+from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamError
-from av import AudioFrame, AudioResampler
+from av import AudioFrame, AudioResampler, Packet
 
+from server.opus import OpusEncoder
 from server.settings import IceServer
 
 PIPELINE_RATE = 16000
@@ -40,6 +42,18 @@ def create_peer_connection(ice_servers: list[IceServer]) -> RTCPeerConnection:
     ]
     config = RTCConfiguration(iceServers=servers, bundlePolicy=RTCBundlePolicy.MAX_BUNDLE)
     return RTCPeerConnection(configuration=config)
+
+
+def set_jitter_prefetch(receiver: RTCRtpReceiver, frames: int) -> None:
+    """Make an audio receiver hold ``frames`` packets (20 ms each) before decoding.
+
+    aiortc holds 4 (80 ms) and has no option for it: on a steady link that is pure
+    latency on every user turn. Call before media flows (packets held are dropped).
+    """
+    name = "_RTCRtpReceiver__jitter_buffer"  # aiortc is pinned; a test checks this name
+    current = getattr(receiver, name)
+    if current._prefetch != frames:
+        setattr(receiver, name, JitterBuffer(capacity=current.capacity, prefetch=frames))
 
 
 async def read_inbound_audio(track: MediaStreamTrack, on_frame: Callable[[bytes], None]) -> None:
@@ -108,6 +122,7 @@ class PacedAudioTrack(MediaStreamTrack):
         self._sent_total = 0  # bytes of queued audio ever sent
         self._segments: deque[_Segment] = deque()
         self._marks: deque[tuple[int, Callable[[], None]]] = deque()
+        self._encoder = OpusEncoder()
         self.playing = False
 
     @property
@@ -211,7 +226,13 @@ class PacedAudioTrack(MediaStreamTrack):
             if listener is not None:
                 listener.playout_stopped()
 
-    async def recv(self) -> AudioFrame:
+    async def recv(self) -> Packet:  # type: ignore[override]
+        """The next 20 ms as an Opus packet, when it is due (aiortc sends it as is)."""
+        pcm = await self.recv_pcm()
+        return self._encoder.encode(pcm, self._pts, silent=pcm is self._silence)
+
+    async def recv_pcm(self) -> bytes:
+        """The next 20 ms of 48 kHz mono s16, when it is due (silence if nothing is queued)."""
         if self.readyState != "live":
             raise MediaStreamError
         now = time.monotonic()
@@ -228,9 +249,4 @@ class PacedAudioTrack(MediaStreamTrack):
         chunk = self._take_frame()
         if had_audio or self.playing:
             self._report(had_audio)
-        frame = AudioFrame(format="s16", layout="mono", samples=OUT_SAMPLES)
-        frame.planes[0].update(chunk)
-        frame.pts = self._pts
-        frame.sample_rate = OUT_RATE
-        frame.time_base = fractions.Fraction(1, OUT_RATE)
-        return frame
+        return chunk

@@ -30,6 +30,8 @@ from aiortc import (
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
+from server.webrtc import set_jitter_prefetch
+
 
 def split_candidates(sdp: str) -> tuple[str, list[str]]:
     """The SDP without its candidate lines, and those candidates (for trickling)."""
@@ -93,7 +95,13 @@ class ReceivedAudio:
 class RTCTestClient:
     """One simulated browser peer talking to a Parley server at ``base_url``."""
 
-    def __init__(self, base_url: str, wav: str | None = None, ping: bool = True) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        wav: str | None = None,
+        ping: bool = True,
+        jitter_frames: int | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=20)
         self.pc = RTCPeerConnection(RTCConfiguration(bundlePolicy=RTCBundlePolicy.MAX_BUNDLE))
@@ -102,10 +110,13 @@ class RTCTestClient:
             self.mic.play(wav)
         # Transceivers first, then the channel: with max-bundle, aiortc makes the first
         # transport it creates the bundle's, and it must be mid 0's (audio).
-        self.pc.addTransceiver(self.mic, direction="sendrecv")
+        audio = self.pc.addTransceiver(self.mic, direction="sendrecv")
+        if jitter_frames is not None:  # aiortc's 80 ms default is a client-side delay
+            set_jitter_prefetch(audio.receiver, jitter_frames)
         self.pc.addTransceiver("video", direction="sendrecv")
         self.channel = self.pc.createDataChannel("chat", ordered=True)
         self.messages: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each message, as messages
         self.texts: list[str] = []
         self.audio = ReceivedAudio()
         self.pc_id: str | None = None
@@ -185,9 +196,11 @@ class RTCTestClient:
             text = text.decode()
         self.texts.append(text)
         try:
-            self.messages.append(json.loads(text))
+            message = json.loads(text)
         except ValueError:
             return
+        self.messages.append(message)
+        self.arrivals.append(time.monotonic())
         self._arrived.set()
 
     async def wait_for(self, match: Any, within: float = 10.0) -> dict[str, Any]:

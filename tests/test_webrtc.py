@@ -7,9 +7,9 @@ import fractions
 import time
 
 import numpy as np
-from aiortc import MediaStreamTrack
+from aiortc import MediaStreamTrack, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
-from av import AudioFrame
+from av import AudioFrame, CodecContext, Packet
 
 from server.webrtc import (
     OUT_FRAME_BYTES,
@@ -18,6 +18,7 @@ from server.webrtc import (
     PIPELINE_FRAME_BYTES,
     PacedAudioTrack,
     read_inbound_audio,
+    set_jitter_prefetch,
 )
 
 
@@ -26,27 +27,54 @@ def tone(rate: int, seconds: float, freq: float = 440.0, amp: int = 8000) -> np.
     return (amp * np.sin(2 * np.pi * freq * t)).astype(np.int16)
 
 
-def rms(frame: AudioFrame) -> float:
-    samples = frame.to_ndarray().astype(np.float32)
+def rms(pcm: bytes) -> float:
+    samples = np.frombuffer(pcm, dtype=np.int16).astype(np.float32)
     return float(np.sqrt(np.mean(samples * samples)))
+
+
+def decoded_rms(packets: list[Packet]) -> list[float]:
+    """Decode Opus packets as a browser would (48 kHz stereo) and measure each."""
+    decoder = CodecContext.create("libopus", "r")
+    decoder.format, decoder.layout, decoder.sample_rate = "s16", "stereo", OUT_RATE
+    levels = []
+    for packet in packets:
+        (frame,) = decoder.decode(Packet(bytes(packet)))
+        assert frame.samples == OUT_SAMPLES
+        samples = frame.to_ndarray().astype(np.float32)
+        levels.append(float(np.sqrt(np.mean(samples * samples))))
+    return levels
 
 
 async def test_idle_track_sends_paced_silence() -> None:
     track = PacedAudioTrack()
     started = time.monotonic()
-    frames = [await track.recv() for _ in range(10)]
+    frames = [await track.recv_pcm() for _ in range(10)]
     elapsed = time.monotonic() - started
-    assert all(f.samples == OUT_SAMPLES and f.sample_rate == OUT_RATE for f in frames)
-    assert all(rms(f) == 0 for f in frames)
-    assert [f.pts for f in frames] == [i * OUT_SAMPLES for i in range(10)]
+    assert all(len(f) == OUT_FRAME_BYTES and rms(f) == 0 for f in frames)
     assert elapsed >= 0.17, "frames must be paced against the clock, not sent in a burst"
+
+
+async def test_recv_sends_opus_packets_that_decode_to_what_was_written() -> None:
+    track = PacedAudioTrack()
+    silence = [await track.recv() for _ in range(15)]  # long enough to reuse the packet
+    assert [p.pts for p in silence] == [i * OUT_SAMPLES for i in range(15)]
+    assert all(p.time_base == fractions.Fraction(1, OUT_RATE) for p in silence)
+    track.write(tone(OUT_RATE, 0.2, amp=8000).tobytes(), OUT_RATE)
+    speech = [await track.recv() for _ in range(10)]
+    after = [await track.recv() for _ in range(15)]
+    levels = decoded_rms(silence + speech + after)
+    assert max(levels[:15]) < 50
+    # Opus looks ahead 6.5 ms, so the tone shows from the first frame and fades after.
+    assert min(levels[16:25]) > 0.6 * 8000 / np.sqrt(2)
+    assert max(levels[-10:]) < 50
+    assert len({bytes(p) for p in silence[-5:]}) == 1, "settled silence is not re-encoded"
 
 
 async def test_written_audio_is_resampled_to_48k_and_played_then_silence() -> None:
     track = PacedAudioTrack()
     track.write(tone(24000, 0.1), 24000)  # 100 ms at 24 kHz, as the embedded TTS makes
     assert abs(track.queued_seconds - 0.1) < 0.011
-    levels = [rms(await track.recv()) for _ in range(8)]
+    levels = [rms(await track.recv_pcm()) for _ in range(8)]
     loud = [level > 1000 for level in levels]
     assert loud[:4] == [True] * 4
     assert loud[-2:] == [False, False]
@@ -56,10 +84,10 @@ async def test_written_audio_is_resampled_to_48k_and_played_then_silence() -> No
 async def test_flush_silences_at_once() -> None:
     track = PacedAudioTrack()
     track.write(tone(OUT_RATE, 1.0).tobytes(), OUT_RATE)
-    assert rms(await track.recv()) > 1000
+    assert rms(await track.recv_pcm()) > 1000
     track.flush()
     assert track.queued_seconds == 0
-    assert rms(await track.recv()) == 0
+    assert rms(await track.recv_pcm()) == 0
 
 
 async def test_stopped_track_raises() -> None:
@@ -171,7 +199,7 @@ async def test_flush_reports_only_the_words_already_sent() -> None:
         ("stopped", ""),
     ]
     assert marked == [], "a flushed mark never fires"
-    assert rms(await track.recv()) == 0
+    assert rms(await track.recv_pcm()) == 0
     # Offsets stay consistent after a flush: a new segment is reported whole.
     track.write(tone(OUT_RATE, 0.02), OUT_RATE, text="again")
     await track.recv()
@@ -184,3 +212,14 @@ async def test_mark_on_an_empty_track_fires_at_once() -> None:
     fired: list[bool] = []
     track.mark(lambda: fired.append(True))
     assert fired == [True]
+
+
+async def test_jitter_prefetch_replaces_aiortcs_buffer_before_media() -> None:
+    pc = RTCPeerConnection()
+    receiver = pc.addTransceiver("audio").receiver
+    set_jitter_prefetch(receiver, 1)
+    buffer = receiver._RTCRtpReceiver__jitter_buffer  # the name aiortc 1.16 uses
+    assert buffer._prefetch == 1 and buffer.capacity == 16
+    set_jitter_prefetch(receiver, 1)  # a renegotiation keeps the buffer (and its packets)
+    assert receiver._RTCRtpReceiver__jitter_buffer is buffer
+    await pc.close()
