@@ -211,8 +211,17 @@ class Conversation:
         self._turn.add_done_callback(lambda task: self._turn_done(task, completion))
 
     def _turn_done(self, task: asyncio.Task[None], completion: TurnCompletionFilter | None) -> None:
-        if task.cancelled():
-            return
+        if not task.cancelled():
+            self._after_turn(task, completion)
+        # Also after a cancel: a run asked for while the interrupted turn was still
+        # unwinding (send-text barging in) waited for exactly this.
+        if self._run_pending:
+            self._run_pending = False
+            self._on_run_requested(LLMRunRequested("queued"))
+
+    def _after_turn(
+        self, task: asyncio.Task[None], completion: TurnCompletionFilter | None
+    ) -> None:
         wait = completion.reprompt_after(self.turn_completion) if completion else None
         if wait is not None and not self._run_pending:
             # The user had not finished: say nothing now, nudge them if they stay quiet.
@@ -226,9 +235,6 @@ class Conversation:
             logger.warning("bot turn failed: {}", error)
             self.events.emit(ServiceError(error.service, str(error.cause) or repr(error.cause)))
             self.feed(BotResponseEnded())
-        if self._run_pending:
-            self._run_pending = False
-            self._on_run_requested(LLMRunRequested("queued"))
 
     def _reprompt_user(self, prompt: str) -> None:
         self._reprompt = None

@@ -224,6 +224,7 @@ class VADAnalyzer:
         self._state = VADState.QUIET
         self._run = 0  # speech windows while STARTING, silent ones while STOPPING
         self._volume = 0.0
+        self._level = 0.0  # of the window in flight
         self._gap = 0  # windows in a row below the start margin while STARTING
         self._onset = 0.0
         self._speech_end = 0.0
@@ -255,11 +256,18 @@ class VADAnalyzer:
 
     def take_window(self) -> np.ndarray | None:
         """The next model input (576 samples, a view) if one is ready and not already
-        taken; marks it in flight until :meth:`apply`."""
-        if self._in_flight or self._fill < CONTEXT + WINDOW:
+        taken; marks it in flight until :meth:`apply`. Quiet windows that could not start
+        speech whatever the model says are consumed here, without the model."""
+        if self._in_flight:
             return None
-        self._in_flight = True
-        return self._buf[: CONTEXT + WINDOW]
+        while self._fill >= CONTEXT + WINDOW:
+            level = window_volume(self._buf[CONTEXT : CONTEXT + WINDOW])
+            if not self._cannot_start(level):
+                self._in_flight = True
+                self._level = level
+                return self._buf[: CONTEXT + WINDOW]
+            self._advance(0.0, level, self._drop_window())
+        return None
 
     def apply(self, prob: float, state: np.ndarray) -> list[Event]:
         """Consume the window in flight with its probability and new model state
@@ -268,14 +276,27 @@ class VADAnalyzer:
             return []
         self._in_flight = False
         self._rnn[...] = state
+        return self._advance(prob, self._level, self._drop_window())
+
+    def _cannot_start(self, level: float) -> bool:
+        # In QUIET, a window below the volume gate whose envelope stays below it too
+        # cannot be speech at any probability: an open mic in a quiet room (most of a
+        # call) costs no inference. The model's recurrent state is left as it was.
+        if self._state is not VADState.QUIET:
+            return False
+        gate = self.params.min_volume
+        envelope = self._volume + _VOLUME_RELEASE * (level - self._volume)
+        return level < gate and envelope < gate
+
+    def _drop_window(self) -> float:
+        """Drop the analysed window (its last 64 samples become the next context);
+        returns the window's start time."""
         start = self._buf_t
-        level = window_volume(self._buf[CONTEXT : CONTEXT + WINDOW])
-        # Drop the window; its last 64 samples become the next context.
         keep = self._fill - WINDOW
         self._buf[:keep] = self._buf[WINDOW : self._fill]
         self._fill = keep
         self._buf_t = start + WINDOW_SECS
-        return self._advance(prob, level, start)
+        return start
 
     def check_idle(self, t: float) -> list[Event]:
         """If the user was speaking and no audio came for ``audio_idle_timeout``, end the

@@ -16,21 +16,17 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from aiortc import MediaStreamTrack, RTCSessionDescription
+from aiortc import RTCRtpReceiver, RTCSessionDescription
 from loguru import logger
 
 from server.channel import ChatChannel
+from server.inbound_audio import InboundAudio, set_jitter_prefetch
 from server.rtvi import ClientReadyData, RTVIError, SendTextData
 from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
 from server.settings import Settings
 from server.voice import VoiceSession
-from server.webrtc import (
-    PacedAudioTrack,
-    create_peer_connection,
-    read_inbound_audio,
-    set_jitter_prefetch,
-)
+from server.webrtc import PacedAudioTrack, create_peer_connection
 
 # How long closing may wait for the peer connection to shut down.
 CLOSE_TIMEOUT = 5.0
@@ -115,13 +111,12 @@ class Session:
         self.voice = VoiceSession(services, settings, self.outbound, self.send)
         self.voice.start()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._inbound: asyncio.Task[Any] | None = None
+        self._inbound: dict[RTCRtpReceiver, InboundAudio] = {}
         self._negotiating = asyncio.Lock()
         self._close_task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
         self._on_closed = on_closed
 
-        self.pc.on("track", self._on_track)
         self.pc.on("datachannel", self.channel.attach)
         self.pc.on("connectionstatechange", self._on_connection_state)
 
@@ -146,7 +141,11 @@ class Session:
         # answered inactive so that the browser sends none and we decode none.
         for transceiver in self.pc.getTransceivers():
             if transceiver.kind == "audio":
-                set_jitter_prefetch(transceiver.receiver, self._jitter_frames)
+                receiver = transceiver.receiver
+                set_jitter_prefetch(receiver, self._jitter_frames)
+                if receiver not in self._inbound:
+                    self._inbound[receiver] = InboundAudio(self._on_audio)
+                    self._inbound[receiver].attach(receiver)
                 if transceiver.sender.track is None:
                     transceiver.sender.replaceTrack(self.outbound)
                 transceiver.direction = "sendrecv"
@@ -163,14 +162,9 @@ class Session:
         """Record a sign of life (ping, message, media)."""
         self.last_activity = time.monotonic()
 
-    def _on_track(self, track: MediaStreamTrack) -> None:
-        if track.kind != "audio":
-            return
-        if self._inbound is not None:
-            self._inbound.cancel()
-        self._inbound = self.spawn(read_inbound_audio(track, self._on_audio), "inbound-audio")
-
     def _on_audio(self, frame: bytes) -> None:
+        if self._close_task is not None:
+            return  # frames still in flight while the pipeline shuts down
         self.last_activity = time.monotonic()
         self.audio_frames_in += 1
         self.voice.push_audio(frame)

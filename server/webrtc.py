@@ -1,4 +1,5 @@
-"""The media side of a peer connection: configuration, inbound audio, paced outbound audio."""
+"""The media side of a peer connection: its configuration and the paced outbound audio
+(inbound audio is :mod:`server.inbound_audio`)."""
 
 from __future__ import annotations
 
@@ -16,18 +17,14 @@ from aiortc import (
     RTCConfiguration,
     RTCIceServer,
     RTCPeerConnection,
-    RTCRtpReceiver,
 )
-from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame, AudioResampler, Packet
 
 from server.opus import OpusEncoder
 from server.settings import IceServer
 
-PIPELINE_RATE = 16000
 FRAME_SECONDS = 0.02
-PIPELINE_FRAME_BYTES = int(PIPELINE_RATE * FRAME_SECONDS) * 2  # 20 ms of s16 mono
 OUT_RATE = 48000
 OUT_SAMPLES = int(OUT_RATE * FRAME_SECONDS)
 OUT_FRAME_BYTES = OUT_SAMPLES * 2
@@ -42,38 +39,6 @@ def create_peer_connection(ice_servers: list[IceServer]) -> RTCPeerConnection:
     ]
     config = RTCConfiguration(iceServers=servers, bundlePolicy=RTCBundlePolicy.MAX_BUNDLE)
     return RTCPeerConnection(configuration=config)
-
-
-def set_jitter_prefetch(receiver: RTCRtpReceiver, frames: int) -> None:
-    """Make an audio receiver hold ``frames`` packets (20 ms each) before decoding.
-
-    aiortc holds 4 (80 ms) and has no option for it: on a steady link that is pure
-    latency on every user turn. Call before media flows (packets held are dropped).
-    """
-    name = "_RTCRtpReceiver__jitter_buffer"  # aiortc is pinned; a test checks this name
-    current = getattr(receiver, name)
-    if current._prefetch != frames:
-        setattr(receiver, name, JitterBuffer(capacity=current.capacity, prefetch=frames))
-
-
-async def read_inbound_audio(track: MediaStreamTrack, on_frame: Callable[[bytes], None]) -> None:
-    """Read a remote audio track until it ends, delivering 20 ms 16 kHz mono s16 frames.
-
-    aiortc decodes Opus to 48 kHz stereo; one stateful resampler turns that into the
-    pipeline's format, and a small buffer cuts its output into fixed 640-byte frames.
-    """
-    resampler = AudioResampler(format="s16", layout="mono", rate=PIPELINE_RATE)
-    pending = bytearray()
-    while True:
-        try:
-            frame = await track.recv()
-        except MediaStreamError:
-            return
-        for out in resampler.resample(frame):
-            pending += memoryview(out.planes[0])[: out.samples * 2]
-        while len(pending) >= PIPELINE_FRAME_BYTES:
-            on_frame(bytes(pending[:PIPELINE_FRAME_BYTES]))
-            del pending[:PIPELINE_FRAME_BYTES]
 
 
 class PlayoutListener(Protocol):

@@ -30,7 +30,7 @@ from aiortc import (
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
-from server.webrtc import set_jitter_prefetch
+from server.inbound_audio import set_jitter_prefetch
 
 
 def split_candidates(sdp: str) -> tuple[str, list[str]]:

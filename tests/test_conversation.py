@@ -165,6 +165,19 @@ async def test_barge_in_cancels_the_turn_and_keeps_only_what_was_spoken() -> Non
         assert wire[-1] == {"role": "user", "content": "Wait, what about tomorrow?"}
 
 
+async def test_text_sent_while_the_interrupted_turn_unwinds_is_answered() -> None:
+    async with Harness(ScriptedLLM()) as h:
+        h.conv.user.add_text("What is the weather?")
+        await h.until(BotStartedSpeaking)
+        # send-text barging in: interrupt and ask again in one step, before the cancelled
+        # turn's task has finished unwinding.
+        h.conv.interrupt()
+        h.conv.user.add_text("And tomorrow?", run_llm=False)
+        h.conv.run_llm()
+        await h.until(LLMResponseEnded, within=5)  # the cancelled turn ends none
+        assert h.llm.requests[1][-1] == {"role": "user", "content": "And tomorrow?"}
+
+
 async def test_a_failing_llm_reports_an_error_and_the_next_turn_works() -> None:
     llm = ScriptedLLM(fail=True)
     async with Harness(llm) as h:

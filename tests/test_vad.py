@@ -365,3 +365,31 @@ def test_batch_rejects_a_foreign_model(model: SileroModel) -> None:
     other = SileroModel(find_silero_model())
     with pytest.raises(ValueError, match="share"):
         VADBatch(model).run([VADAnalyzer(model=other)])
+
+
+class CountingModel(SileroModel):
+    """The real model, counting the windows it is asked to score."""
+
+    windows = 0
+
+    def infer(self, windows: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.windows += windows.shape[0]
+        return super().infer(windows, state)
+
+
+def test_quiet_windows_skip_the_model_and_speech_after_them_is_on_time(
+    sentence_a: np.ndarray,
+) -> None:
+    counting = CountingModel()
+    rng = np.random.default_rng(7)
+    room = at_level(rng.standard_normal(3 * SAMPLE_RATE), -70.0)  # a quiet room, 3 s
+    analyzer = VADAnalyzer(model=counting)
+    counting.windows = 0
+    assert run(analyzer, room) == []
+    assert counting.windows == 0, "a quiet room costs no inference"
+    line = timeline(sentence_a, 1.5)
+    events = run(analyzer, line.samples, 3.0)
+    assert kinds(events) == [SpeechStarted, SpeechStopped]
+    assert_near(events[0].t, 3.0 + line.truth[0][0])
+    assert_near(events[1].t, 3.0 + line.truth[0][1])
+    assert 0 < counting.windows < line.samples.size // 512, "only the loud part is scored"

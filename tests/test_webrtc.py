@@ -1,24 +1,19 @@
-"""The media edge: paced outbound track and inbound resampling, with real av frames."""
+"""The paced outbound track, with real av frames and real Opus packets."""
 
 from __future__ import annotations
 
-import asyncio
 import fractions
 import time
 
 import numpy as np
-from aiortc import MediaStreamTrack, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
-from av import AudioFrame, CodecContext, Packet
+from av import CodecContext, Packet
 
 from server.webrtc import (
     OUT_FRAME_BYTES,
     OUT_RATE,
     OUT_SAMPLES,
-    PIPELINE_FRAME_BYTES,
     PacedAudioTrack,
-    read_inbound_audio,
-    set_jitter_prefetch,
 )
 
 
@@ -100,45 +95,6 @@ async def test_stopped_track_raises() -> None:
     raise AssertionError("recv on a stopped track must raise MediaStreamError")
 
 
-class OpusLikeTrack(MediaStreamTrack):
-    """Yields what aiortc's Opus decoder yields: 20 ms of 48 kHz stereo s16, then ends."""
-
-    kind = "audio"
-
-    def __init__(self, samples: np.ndarray) -> None:
-        super().__init__()
-        self._samples = samples
-        self._pts = 0
-
-    async def recv(self) -> AudioFrame:
-        if self._pts >= self._samples.size:
-            raise MediaStreamError
-        chunk = self._samples[self._pts : self._pts + 960]
-        stereo = np.repeat(chunk, 2).reshape(1, -1)
-        frame = AudioFrame.from_ndarray(stereo, format="s16", layout="stereo")
-        frame.sample_rate = 48000
-        frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, 48000)
-        self._pts += 960
-        return frame
-
-
-async def test_inbound_audio_becomes_fixed_20ms_16k_mono_frames() -> None:
-    frames: list[bytes] = []
-    signal = tone(48000, 1.0, freq=300)
-    await asyncio.wait_for(read_inbound_audio(OpusLikeTrack(signal), frames.append), 5)
-    assert all(len(f) == PIPELINE_FRAME_BYTES for f in frames)
-    # One second in, about 50 frames out (the resampler holds back a few samples).
-    assert 48 <= len(frames) <= 50
-    pcm = np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float32)
-    middle = pcm[1600:-1600]
-    assert np.sqrt(np.mean(middle * middle)) > 0.6 * 8000 / np.sqrt(2)
-    # The 300 Hz tone survives the resampling: its period is 16000 / 300 samples.
-    spectrum = np.abs(np.fft.rfft(middle))
-    peak_hz = np.argmax(spectrum) * 16000 / middle.size
-    assert abs(peak_hz - 300) < 5
-
-
 def test_out_frame_size() -> None:
     assert OUT_FRAME_BYTES == 1920
 
@@ -212,14 +168,3 @@ async def test_mark_on_an_empty_track_fires_at_once() -> None:
     fired: list[bool] = []
     track.mark(lambda: fired.append(True))
     assert fired == [True]
-
-
-async def test_jitter_prefetch_replaces_aiortcs_buffer_before_media() -> None:
-    pc = RTCPeerConnection()
-    receiver = pc.addTransceiver("audio").receiver
-    set_jitter_prefetch(receiver, 1)
-    buffer = receiver._RTCRtpReceiver__jitter_buffer  # the name aiortc 1.16 uses
-    assert buffer._prefetch == 1 and buffer.capacity == 16
-    set_jitter_prefetch(receiver, 1)  # a renegotiation keeps the buffer (and its packets)
-    assert receiver._RTCRtpReceiver__jitter_buffer is buffer
-    await pc.close()

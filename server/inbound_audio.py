@@ -1,0 +1,99 @@
+"""Inbound audio: from a receiver's encoded frames to 20 ms of 16 kHz mono s16.
+
+aiortc decodes every audio frame in a thread per receiver, at 48 kHz stereo, and hands
+it back through ``run_coroutine_threadsafe`` (a task and two futures per 20 ms). Decoding
+one mono 20 ms frame costs less than that hop. So :class:`InboundAudio` stands in for the
+receiver's decoder queue and decodes on the event loop, in mono, as frames leave the
+jitter buffer, then resamples to 16 kHz (ffmpeg's libopus always decodes at 48 kHz); the
+receiver's decoder thread is told to end at once.
+
+Both hooks use aiortc's private names; aiortc is pinned and tests check them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import av
+from aiortc import RTCRtpReceiver
+from aiortc.codecs import get_decoder
+from aiortc.jitterbuffer import JitterBuffer
+from av import AudioResampler, CodecContext, Packet
+from loguru import logger
+
+RATE = 16000
+FRAME_BYTES = 640  # 20 ms of s16 mono at 16 kHz
+
+_JITTER = "_RTCRtpReceiver__jitter_buffer"
+_QUEUE = "_RTCRtpReceiver__decoder_queue"
+_THREAD = "_RTCRtpReceiver__decoder_thread"
+
+
+def set_jitter_prefetch(receiver: RTCRtpReceiver, frames: int) -> None:
+    """Make an audio receiver hold ``frames`` packets (20 ms each) before decoding.
+
+    aiortc holds 4 (80 ms) and has no option for it: on a steady link that is pure
+    latency on every user turn. Call before media flows (packets held are dropped).
+    """
+    current = getattr(receiver, _JITTER)
+    if current._prefetch != frames:
+        setattr(receiver, _JITTER, JitterBuffer(capacity=current.capacity, prefetch=frames))
+
+
+class InboundAudio:
+    """Decodes one receiver's audio on the event loop and calls ``on_frame`` with each
+    640-byte frame (20 ms, 16 kHz mono s16), in order, as soon as it is decoded."""
+
+    def __init__(self, on_frame: Callable[[bytes], None]) -> None:
+        self.on_frame = on_frame
+        self.decode_errors = 0
+        self._opus = CodecContext.create("libopus", "r")
+        self._opus.format = "s16"
+        self._opus.layout = "mono"
+        self._opus.sample_rate = 48000
+        self._other: Any = None  # aiortc's decoder of another codec (G.711), if chosen
+        self._resampler = AudioResampler(format="s16", layout="mono", rate=RATE)
+        self._pending = bytearray()
+
+    def attach(self, receiver: RTCRtpReceiver) -> None:
+        """Take over decoding for ``receiver`` (before or after it has started)."""
+        thread = getattr(receiver, _THREAD)
+        if thread is not None:  # already started: end its thread through its own queue
+            getattr(receiver, _QUEUE).put(None)
+        setattr(receiver, _QUEUE, self)
+
+    # The two calls aiortc makes on its decoder queue.
+
+    def put(self, item: tuple[Any, Any] | None) -> None:
+        """An encoded frame ``(codec, JitterFrame)`` from the receiver, or None at stop."""
+        if item is None:
+            return
+        codec, encoded = item
+        try:
+            if codec.name == "opus":
+                decoded = self._opus.decode(Packet(encoded.data))
+            else:
+                self._other = self._other or get_decoder(codec)
+                decoded = self._other.decode(encoded)
+            frames = [out for frame in decoded for out in self._resampler.resample(frame)]
+        except av.FFmpegError as exc:
+            self.decode_errors += 1
+            if self.decode_errors == 1:
+                logger.warning("inbound audio: a frame failed to decode: {}", exc)
+            return
+        for frame in frames:
+            self._deliver(memoryview(frame.planes[0])[: frame.samples * 2])
+
+    def get(self) -> None:
+        """What the receiver's decoder thread asks for first: None, so it ends."""
+        return None
+
+    def _deliver(self, pcm: memoryview) -> None:
+        if not self._pending and len(pcm) == FRAME_BYTES:  # the usual 20 ms packet
+            self.on_frame(bytes(pcm))
+            return
+        self._pending += pcm
+        while len(self._pending) >= FRAME_BYTES:
+            self.on_frame(bytes(self._pending[:FRAME_BYTES]))
+            del self._pending[:FRAME_BYTES]

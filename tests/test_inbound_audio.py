@@ -1,0 +1,77 @@
+"""Inbound audio: Opus frames from a receiver, decoded on the loop to 16 kHz mono."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import numpy as np
+from aiortc import RTCPeerConnection
+
+from server.inbound_audio import FRAME_BYTES, InboundAudio, set_jitter_prefetch
+from server.opus import OpusEncoder
+
+OPUS = SimpleNamespace(name="opus")
+
+
+def tone(seconds: float, freq: float, rate: int = 48000, amp: int = 8000) -> np.ndarray:
+    t = np.arange(int(rate * seconds)) / rate
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.int16)
+
+
+def opus_frames(samples: np.ndarray) -> list[SimpleNamespace]:
+    """What the jitter buffer hands on: one encoded 20 ms frame each (48 kHz input)."""
+    encoder = OpusEncoder()
+    return [
+        SimpleNamespace(data=bytes(encoder.encode(samples[i : i + 960].tobytes(), i)), timestamp=i)
+        for i in range(0, samples.size - 959, 960)
+    ]
+
+
+def test_opus_frames_become_20ms_16k_mono_frames_with_the_tone_intact() -> None:
+    frames: list[bytes] = []
+    inbound = InboundAudio(frames.append)
+    for encoded in opus_frames(tone(1.0, 300.0)):
+        inbound.put((OPUS, encoded))
+    # One second in, about 50 frames out (the resampler holds back a few samples).
+    assert 48 <= len(frames) <= 50 and all(len(f) == FRAME_BYTES for f in frames)
+    pcm = np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float32)
+    middle = pcm[1600:-1600]
+    assert np.sqrt(np.mean(middle * middle)) > 0.6 * 8000 / np.sqrt(2)
+    spectrum = np.abs(np.fft.rfft(middle))
+    assert abs(np.argmax(spectrum) * 16000 / middle.size - 300) < 5
+
+
+def test_a_corrupt_frame_is_counted_and_skipped() -> None:
+    frames: list[bytes] = []
+    inbound = InboundAudio(frames.append)
+    good = opus_frames(tone(0.2, 440.0))
+    for encoded in good[:5]:
+        inbound.put((OPUS, encoded))
+    inbound.put((OPUS, SimpleNamespace(data=b"\xff" * 3, timestamp=0)))
+    for encoded in good[5:]:
+        inbound.put((OPUS, encoded))
+    inbound.put(None)  # what the receiver sends when it stops
+    assert len(frames) >= 8 and inbound.decode_errors <= 1
+
+
+async def test_attach_takes_over_the_receivers_queue_and_its_thread_ends() -> None:
+    pc = RTCPeerConnection()
+    receiver = pc.addTransceiver("audio").receiver
+    inbound = InboundAudio(lambda frame: None)
+    inbound.attach(receiver)
+    assert receiver._RTCRtpReceiver__decoder_queue is inbound  # aiortc 1.16's names
+    assert inbound.get() is None, "the decoder thread is told to end at once"
+    await pc.close()
+
+
+async def test_jitter_prefetch_replaces_aiortcs_buffer_before_media() -> None:
+    pc = RTCPeerConnection()
+    receiver = pc.addTransceiver("audio").receiver
+    set_jitter_prefetch(receiver, 1)
+    buffer = receiver._RTCRtpReceiver__jitter_buffer  # the name aiortc 1.16 uses
+    assert buffer._prefetch == 1 and buffer.capacity == 16
+    set_jitter_prefetch(receiver, 1)  # a renegotiation keeps the buffer (and its packets)
+    assert receiver._RTCRtpReceiver__jitter_buffer is buffer
+    await pc.close()
+    await asyncio.sleep(0)
