@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from server.sqlite_store import CRASHED, SQLiteTranscriptStore
-from tests.conftest import ROOT, ServerProcess
+from tests.conftest import ROOT, ServerProcess, make_speech
 from tests.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
 from tests.rtc_client import RTCTestClient
 
@@ -145,6 +145,32 @@ async def test_turns_show_while_live_and_after_hang_up(
     mine = next(s for s in listed["sessions"] if s["id"] == client.pc_id)
     assert (mine["turn_count"], mine["live"]) == (4, False)
     assert listed["storage"] == "sqlite"
+
+
+async def test_a_spoken_turn_is_recorded_with_its_metrics(
+    stubbed: ServerProcess, fresh_stub: OpenAIStub, audio_dir: Path
+) -> None:
+    fresh_stub.script_stt("What a nice day.")
+    fresh_stub.script_chat("It is lovely.")
+    speech = make_speech(audio_dir, "nice-day", "What a nice day", before=0.3, after=1.5)
+    client = RTCTestClient(stubbed.url, wav=str(speech))
+    try:
+        await client.connect()
+        await client.wait_for(lambda m: m.get("type") == "bot-stopped-speaking", within=20)
+        record = await wait_turns(stubbed, client.pc_id, 2)
+    finally:
+        await client.close()
+    user, answer = record["turns"][:2]
+    assert (user["role"], user["text"]) == ("user", "What a nice day.")
+    assert (answer["role"], answer["text"], answer["interrupted"]) == (
+        "assistant",
+        "It is lovely.",
+        False,
+    )
+    assert user["started_at"] < answer["started_at"] <= answer["at"].replace("Z", "+00:00")
+    # The answer carries its voice-to-voice figures: STT, LLM and TTS.
+    assert set(answer["metrics"]["ttfb"]) == {"stt", "llm", "tts"}
+    assert answer["metrics"]["tts_characters"] == len("It is lovely.")
 
 
 async def test_interruptions_tool_calls_and_errors_are_recorded(
