@@ -68,7 +68,11 @@ T = TypeVar("T")
 
 
 def dump(data: Any) -> str:
-    text = json.dumps(data, ensure_ascii=False, default=str)
+    """JSON for a column; never raises (a conversation must not fail over its record)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=str)
+    except (TypeError, ValueError) as exc:  # e.g. a circular structure
+        text = json.dumps({"unserializable": f"{exc}: {data!r}"[:MAX_DATA_CHARS]})
     if len(text) > MAX_DATA_CHARS:
         text = json.dumps({"truncated": text[:MAX_DATA_CHARS]}, ensure_ascii=False)
     return text
@@ -104,7 +108,7 @@ class SQLiteTranscriptStore:
             raise StorageError(
                 f"cannot keep transcripts in {self.path}: {exc}. Set PARLEY_DATA_DIR to a "
                 "writable folder, or PARLEY_STORAGE=none to keep no transcripts."
-            ) from exc
+            ) from None
         if recovered:
             logger.warning("{} session records were left open by a crash: closed", recovered)
         logger.info("transcripts stored in {}", self.path)

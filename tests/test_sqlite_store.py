@@ -171,10 +171,14 @@ async def test_large_data_is_cut_and_bad_writes_are_counted(
 ) -> None:
     store.open_session("pc", None, {}, T0)
     store.append_event("pc", "tool-result", {"result": "x" * (2 * MAX_DATA_CHARS)}, T0)
+    circular: dict[str, object] = {}
+    circular["self"] = circular
+    store.append_event("pc", "tool-result", {"result": circular}, T0)  # does not raise
     store.append_turn("ghost", "user", "no such session", T0)  # violates the foreign key
     record = await store.get("pc")
     assert record is not None
     assert len(record.events[0].data["truncated"]) == MAX_DATA_CHARS
+    assert "Circular reference" in record.events[1].data["unserializable"]
     status = store.status()
     assert status["failed_writes"] == 1 and not status["ok"]
     assert "FOREIGN KEY" in status["last_error"]
