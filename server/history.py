@@ -7,10 +7,11 @@ router is included (``app.include_router(history.router, dependencies=[...])``).
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from server.signalling import ERRORS
@@ -36,15 +37,17 @@ class History(BaseModel):
 
 @router.get(
     "/api/sessions/{session_id}/transcript",
-    response_model=SessionRecord,
-    responses=ERRORS,
+    response_class=Response,
+    responses={200: {"model": SessionRecord}, **ERRORS},
 )
-async def get_transcript(session_id: str, store: Store) -> SessionRecord:
+async def get_transcript(session_id: str, store: Store) -> Response:
     """A session's record, live or ended, by pc_id or by /start session id."""
     record = await store.get(session_id)
     if record is None:
         raise HTTPException(404, f"no session record for {session_id!r}")
-    return record
+    # A long session's record is large: encode it off the event loop.
+    body = await asyncio.to_thread(record.model_dump_json)
+    return Response(body, media_type="application/json")
 
 
 @router.get("/api/history", response_model=History, responses=ERRORS)
