@@ -94,7 +94,8 @@ class SQLiteTranscriptStore:
         self._submitted = 0
         self._done = 0
         self.failed_writes = 0
-        self.last_error: str | None = None
+        self.last_write_ok = True
+        self.last_error: str | None = None  # the latest failure, kept after recovery
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ class SQLiteTranscriptStore:
         return {
             "backend": self.name,
             "path": str(self.path),
-            "ok": self.last_error is None,
+            "ok": self.last_write_ok,
             "pending_writes": self._submitted - self._done,
             "failed_writes": self.failed_writes,
             "last_error": self.last_error,
@@ -179,8 +180,9 @@ class SQLiteTranscriptStore:
     def _write(self, job: Callable[..., None], *args: Any) -> None:
         try:
             self._transaction(job, *args)
-            self.last_error = None
+            self.last_write_ok = True
         except Exception as exc:
+            self.last_write_ok = False
             self.failed_writes += 1
             self.last_error = f"{job.__name__}: {exc}"
             logger.error("transcript write failed ({}): {!r}", job.__name__, exc)
@@ -193,10 +195,11 @@ class SQLiteTranscriptStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             result = job(db, *args)
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # a failed COMMIT (disk full) can leave it open
+                db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
         return result
 
     # -- writes -------------------------------------------------------------------------------

@@ -182,6 +182,10 @@ async def test_large_data_is_cut_and_bad_writes_are_counted(
     status = store.status()
     assert status["failed_writes"] == 1 and not status["ok"]
     assert "FOREIGN KEY" in status["last_error"]
+    store.append_turn("pc", "user", "fine again", T0)
+    assert (await store.get("pc")) is not None
+    status = store.status()
+    assert status["ok"] and status["failed_writes"] == 1 and status["last_error"]
 
 
 async def test_an_unusable_data_dir_is_a_clear_error(tmp_path: Path) -> None:
