@@ -22,6 +22,7 @@ RUN pkgs=(libgomp1 tzdata) \
     && apt-get clean \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 --user-group --shell /usr/sbin/nologin parley \
+    && install -d -o 10001 -g 10001 /data \
     && python3 -m venv /opt/venv
 
 ENV VIRTUAL_ENV=/opt/venv \
@@ -60,7 +61,9 @@ USER 10001:10001
 
 ENV PARLEY_HOST=0.0.0.0 \
     PARLEY_PORT=7860 \
-    PARLEY_STATIC_DIR=/app/static
+    PARLEY_STATIC_DIR=/app/static \
+    PARLEY_DATA_DIR=/data
+VOLUME /data
 EXPOSE 7860
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

@@ -16,11 +16,12 @@ from loguru import logger
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import __version__, signalling, status
+from server import __version__, history, signalling, status
 from server.registry import SessionRegistry
 from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS
 from server.services import Services, build_services
 from server.settings import Settings, get_settings
+from server.transcripts import StorageError, keep_purging, open_store, purge_expired
 
 
 def find_static_dir(configured: Path | None) -> Path | None:
@@ -122,8 +123,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = open_store(settings)
+        try:
+            await store.start()
+        except StorageError as exc:
+            logger.error("{}", exc)
+            raise
+        await purge_expired(store, settings.transcript_retention_days)
+        purger = asyncio.create_task(
+            keep_purging(store, settings.transcript_retention_days), name="purge-transcripts"
+        )
+        app.state.store = store
         services = build_services(settings)
-        registry = SessionRegistry(settings, services, dict(DEFAULT_CLIENT_MESSAGE_HANDLERS))
+        handlers = dict(DEFAULT_CLIENT_MESSAGE_HANDLERS)
+        registry = SessionRegistry(settings, services, handlers, store=store)
         app.state.registry = registry
         app.state.services = services
         app.state.started = time.monotonic()
@@ -137,8 +150,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             watcher.cancel()
             loading.cancel()
-            await asyncio.gather(watcher, loading, return_exceptions=True)
+            purger.cancel()
+            await asyncio.gather(watcher, loading, purger, return_exceptions=True)
             await registry.close_all("server shutdown")
+            await store.close()  # after the sessions: their last turns and ends are written
             await services.aclose()
             logger.info("all sessions closed")
 
@@ -154,6 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.include_router(signalling.router)
     app.include_router(status.router)
+    app.include_router(history.router)
     static_dir = find_static_dir(settings.static_dir)
     if static_dir is None:
         logger.warning("no static/ folder found: the browser client is not served")

@@ -18,6 +18,7 @@ from server.sessions import (
     new_id,
 )
 from server.settings import Settings
+from server.transcripts import TranscriptStore
 
 # /start records waiting for an offer, at most this many per session slot.
 STARTS_PER_SLOT = 4
@@ -31,8 +32,10 @@ class SessionRegistry:
         settings: Settings,
         services: Services,
         handlers: dict[str, ClientMessageHandler],
+        store: TranscriptStore | None = None,
     ) -> None:
         self.settings = settings
+        self.store = store
         self.services = services
         self.handlers = handlers
         self.sessions: dict[str, Session] = {}
@@ -65,6 +68,7 @@ class SessionRegistry:
             request_data=request_data,
             start_id=start.session_id if start else None,
             on_closed=self._remove,
+            store=self.store,
         )
         if start is not None:
             start.pc_id = pc_id

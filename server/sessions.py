@@ -24,7 +24,9 @@ from server.inbound_audio import InboundAudio, set_jitter_prefetch
 from server.rtvi import ClientReadyData, RTVIError, SendTextData
 from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
+from server.session_record import SessionRecorder
 from server.settings import Settings
+from server.transcripts import TranscriptStore
 from server.voice import VoiceSession
 from server.webrtc import PacedAudioTrack, create_peer_connection
 
@@ -86,6 +88,7 @@ class Session:
         request_data: Any = None,
         start_id: str | None = None,
         on_closed: Callable[[Session], None] | None = None,
+        store: TranscriptStore | None = None,
     ) -> None:
         self.pc_id = pc_id
         self.start_id = start_id
@@ -110,6 +113,11 @@ class Session:
         self.rtvi = RTVIHandler(self, handlers)
         self.voice = VoiceSession(services, settings, self.outbound, self.send)
         self.voice.start()
+        self.record: SessionRecorder | None = None
+        if store is not None:
+            self.record = SessionRecorder(store, pc_id, start_id, client)
+            self.record.observe(self.voice.conversation)
+            self.rtvi.on_error = self.record.rtvi_error
         self._tasks: set[asyncio.Task[Any]] = set()
         self._inbound: dict[RTCRtpReceiver, InboundAudio] = {}
         self._negotiating = asyncio.Lock()
@@ -195,6 +203,8 @@ class Session:
             self.client.library = ready.about.library
             self.client.library_version = ready.about.library_version
             self.client.platform = ready.about.platform
+        if self.record is not None:
+            self.record.client_updated(self.client)
         self.voice.client_ready()
 
     def send_text(self, data: SendTextData) -> None:
@@ -253,6 +263,8 @@ class Session:
         except Exception as exc:
             logger.warning("session {}: peer connection close: {!r}", self.pc_id, exc)
         self.state = SessionState.CLOSED
+        if self.record is not None:
+            self.record.close(reason)
         self.closed.set()
         if self._on_closed is not None:
             self._on_closed(self)

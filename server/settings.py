@@ -64,6 +64,19 @@ class Settings(BaseSettings):
         "static/ next to server/, else ./static.",
     )
 
+    # Session records (transcripts).
+    storage: Literal["sqlite", "none"] = Field(
+        "sqlite",
+        description="Where session records go: sqlite (a file in data_dir, kept across "
+        "restarts) or none (nothing written; live sessions' transcripts only).",
+    )
+    data_dir: Path = Field(
+        Path("data"), description="Folder for the transcript database (created if missing)."
+    )
+    transcript_retention_days: float = Field(
+        0.0, ge=0, description="Delete records of sessions that ended longer ago (0 = keep)."
+    )
+
     # The conversation.
     system_prompt: str = Field(
         "You are Parley, a friendly voice assistant. Your answers are spoken aloud, so keep "

@@ -22,6 +22,7 @@ class Health(BaseModel):
     sessions_total: int
     max_sessions: int
     models: dict[str, Any]
+    storage: dict[str, Any] | None = None
 
 
 class ClientInfoModel(BaseModel):
@@ -69,6 +70,7 @@ async def health(request: Request, registry: Registry) -> Health:
         sessions_total=registry.total_created,
         max_sessions=registry.settings.max_sessions,
         models=registry.services.status(),
+        storage=request.app.state.store.status(),
     )
 
 

@@ -43,6 +43,8 @@ class ServerProcess:
             # and do not greet (a greeting would load the TTS).
             "PARLEY_PRELOAD_MODELS": "false",
             "PARLEY_GREETING": "",
+            # Each server keeps its transcripts beside its log (never in the repo's data/).
+            "PARLEY_DATA_DIR": str(log_path.parent / "data"),
             **env,
         }
         self._log = log_path.open("w")

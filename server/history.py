@@ -1,0 +1,67 @@
+"""Session records over HTTP: one session's transcript, and the history of sessions.
+
+Both read the transcript store, so they serve live and ended sessions alike, and the
+history survives restarts (with ``storage=sqlite``). Access control is added where the
+router is included (``app.include_router(history.router, dependencies=[...])``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from server.signalling import ERRORS
+from server.transcripts import SessionRecord, SessionSummary, TranscriptStore
+
+router = APIRouter(tags=["history"])
+
+
+def get_store(request: Request) -> TranscriptStore:
+    return request.app.state.store
+
+
+Store = Annotated[TranscriptStore, Depends(get_store)]
+
+
+class History(BaseModel):
+    sessions: list[SessionSummary]
+    next_before: datetime | None = Field(
+        None, description="Pass as `before` for the next (older) page; null on the last page."
+    )
+    storage: str = Field(description="sqlite, or none (live sessions only).")
+
+
+@router.get(
+    "/api/sessions/{session_id}/transcript",
+    response_class=Response,
+    responses={200: {"model": SessionRecord}, **ERRORS},
+)
+async def get_transcript(session_id: str, store: Store) -> Response:
+    """A session's record, live or ended, by pc_id or by /start session id."""
+    record = await store.get(session_id)
+    if record is None:
+        raise HTTPException(404, f"no session record for {session_id!r}")
+    # A long session's record is large: encode it off the event loop.
+    body = await asyncio.to_thread(record.model_dump_json)
+    return Response(body, media_type="application/json")
+
+
+@router.get("/api/history", response_model=History, responses=ERRORS)
+async def get_history(
+    store: Store,
+    limit: Annotated[int, Query(ge=1, le=500, description="Sessions per page.")] = 50,
+    before: Annotated[
+        datetime | None,
+        Query(description="Only sessions started before this time (ISO 8601; UTC if naive)."),
+    ] = None,
+) -> History:
+    """Sessions, newest first, ended ones included."""
+    if before is not None and before.tzinfo is None:
+        before = before.replace(tzinfo=UTC)
+    sessions = await store.list(limit, before.timestamp() if before else None)
+    next_before = sessions[-1].started_at if len(sessions) == limit else None
+    return History(sessions=sessions, next_before=next_before, storage=store.name)

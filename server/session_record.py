@@ -1,0 +1,137 @@
+"""One session's record, written to the transcript store as its conversation goes.
+
+The recorder observes the conversation's events (as the RTVI observer does) and writes
+each turn the moment it completes, so a crash loses at most the turn in flight. Store
+writes return at once, so the handlers stay quick.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pipeline.conversation import Conversation
+from pipeline.frames import (
+    AssistantTranscript,
+    FunctionCallCancelled,
+    FunctionCallInProgress,
+    FunctionCallResult,
+    Interruption,
+    Metric,
+    ServiceError,
+    UserTranscript,
+)
+from pipeline.metrics import SessionMetrics
+from server.transcripts import TranscriptStore
+
+if TYPE_CHECKING:
+    from server.sessions import ClientInfo
+
+
+class SessionRecorder:
+    """Writes one session's turns, events, usage and end to ``store``."""
+
+    def __init__(
+        self,
+        store: TranscriptStore,
+        session_id: str,
+        start_id: str | None,
+        client: ClientInfo,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._clock = clock
+        self._totals = SessionMetrics()
+        self._answer = SessionMetrics()  # the figures of the answer being given
+        self._closed = False
+        store.open_session(session_id, start_id, vars(client).copy(), clock())
+
+    def observe(self, conversation: Conversation) -> None:
+        """Subscribe to ``conversation``'s events."""
+        self._totals = conversation.metrics
+        self._answer = SessionMetrics(conversation.metrics.prices)
+        events = conversation.events
+        events.on(Metric, self._answer.record)
+        events.on(UserTranscript, self._user_turn)
+        events.on(AssistantTranscript, self._assistant_turn)
+        events.on(Interruption, lambda _event: self._event("interruption", {}))
+        events.on(FunctionCallInProgress, self._tool_call)
+        events.on(FunctionCallResult, self._tool_result)
+        events.on(FunctionCallCancelled, self._tool_cancelled)
+        events.on(ServiceError, self._service_error)
+
+    # -- what the session reports -----------------------------------------------------------
+
+    def client_updated(self, client: ClientInfo) -> None:
+        """The client said who it is (``client-ready``)."""
+        self.store.update_client(self.session_id, vars(client).copy())
+
+    def rtvi_error(self, error: str) -> None:
+        """The client was told something it sent was wrong."""
+        self._event("rtvi-error", {"error": error})
+
+    def close(self, reason: str) -> None:
+        """The session ended: its end, reason and final usage (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.store.close_session(self.session_id, reason, self._clock(), self._usage())
+
+    # -- conversation events ----------------------------------------------------------------
+
+    def _user_turn(self, event: UserTranscript) -> None:
+        if event.content:
+            self.store.append_turn(
+                self.session_id, "user", event.content, self._clock(), started_at=event.timestamp
+            )
+
+    def _assistant_turn(self, event: AssistantTranscript) -> None:
+        figures = self._answer.end_turn()
+        if not event.content:
+            return  # interrupted before a word went out: the interruption event says so
+        self.store.append_turn(
+            self.session_id,
+            "assistant",
+            event.content,
+            self._clock(),
+            started_at=event.timestamp,
+            interrupted=event.interrupted,
+            metrics=figures.as_dict(),
+            usage=self._usage(),
+        )
+
+    def _tool_call(self, event: FunctionCallInProgress) -> None:
+        call = event.call
+        data = {
+            "tool_call_id": call.tool_call_id,
+            "function_name": call.function_name,
+            "arguments": call.arguments,
+        }
+        self._event("tool-call", data)
+
+    def _tool_result(self, event: FunctionCallResult) -> None:
+        data = {
+            "tool_call_id": event.tool_call_id,
+            "function_name": event.function_name,
+            "result": event.result,
+            "final": event.is_final,
+        }
+        self._event("tool-result", data)
+
+    def _tool_cancelled(self, event: FunctionCallCancelled) -> None:
+        data = {"tool_call_id": event.tool_call_id, "function_name": event.function_name}
+        self._event("tool-cancelled", data)
+
+    def _service_error(self, event: ServiceError) -> None:
+        data = {"service": event.service, "error": event.error, "fatal": event.fatal}
+        self._event("error", data)
+
+    def _event(self, type_: str, data: dict[str, Any]) -> None:
+        self.store.append_event(self.session_id, type_, data, self._clock())
+
+    def _usage(self) -> dict[str, Any]:
+        summary = self._totals.summary()
+        summary.pop("last_turns", None)
+        return summary

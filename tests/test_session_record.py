@@ -1,0 +1,141 @@
+"""The session recorder: conversation events in, a record in a real (SQLite) store out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.context import LLMContext
+from pipeline.conversation import Conversation, FixedText
+from pipeline.frames import (
+    AssistantTranscript,
+    FunctionCall,
+    FunctionCallCancelled,
+    FunctionCallInProgress,
+    FunctionCallResult,
+    Interruption,
+    Metric,
+    ServiceError,
+    UserTranscript,
+)
+from pipeline.messages import Usage
+from pipeline.metrics import Prices
+from server.session_record import SessionRecorder
+from server.sessions import ClientInfo
+from server.sqlite_store import SQLiteTranscriptStore
+
+T0 = 1_700_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        self.now += 1
+        return self.now
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteTranscriptStore]:
+    opened = SQLiteTranscriptStore(tmp_path)
+    await opened.start()
+    yield opened
+    await opened.close()
+
+
+def recorded(
+    store: SQLiteTranscriptStore, prices: Prices | None = None
+) -> tuple[SessionRecorder, Conversation]:
+    conversation = Conversation(LLMContext([]), FixedText("unused"), prices=prices)
+    client = ClientInfo(remote_addr="10.0.0.1", user_agent="test-agent")
+    recorder = SessionRecorder(store, "pc", "start", client, clock=Clock())
+    recorder.observe(conversation)
+    return recorder, conversation
+
+
+async def test_turns_carry_their_own_metrics(store: SQLiteTranscriptStore) -> None:
+    _, conversation = recorded(store, Prices(input=1.0, output=2.0))
+    emit = conversation.events.emit
+    emit(UserTranscript("", "t0"))  # a turn with nothing heard: no turn recorded
+    emit(UserTranscript("Hello?", "t1"))
+    emit(Metric("llm", "ttfb", 0.25))
+    emit(Metric("llm", "tokens", Usage(input_tokens=1_000, output_tokens=500)))
+    emit(Metric("tts", "characters", 11))
+    emit(AssistantTranscript("Hello there", False, "t2"))
+    emit(Metric("llm", "ttfb", 0.5))
+    emit(AssistantTranscript("Second", False, "t3"))
+
+    record = await store.get("pc")
+    assert record is not None
+    assert [(t.role, t.text, t.started_at) for t in record.turns] == [
+        ("user", "Hello?", "t1"),
+        ("assistant", "Hello there", "t2"),
+        ("assistant", "Second", "t3"),
+    ]
+    first, second = record.turns[1].metrics, record.turns[2].metrics
+    assert first is not None and second is not None
+    assert first["ttfb"] == {"llm": 0.25} and first["tts_characters"] == 11
+    assert first["usage"]["total_tokens"] == 1_500
+    assert first["usage"]["cost_usd"] == pytest.approx(0.002)
+    assert second["ttfb"] == {"llm": 0.5} and second["usage"]["total_tokens"] == 0
+    assert record.usage["usage"]["total_tokens"] == 1_500  # the session's totals
+
+
+async def test_interruptions_tools_and_errors_become_events(
+    store: SQLiteTranscriptStore,
+) -> None:
+    recorder, conversation = recorded(store)
+    emit = conversation.events.emit
+    call = FunctionCall("call_1", "get_current_time", {"timezone": "UTC"})
+    emit(FunctionCallInProgress(call))
+    emit(FunctionCallResult("call_1", "get_current_time", {"time": "noon"}))
+    emit(FunctionCallCancelled("call_2", "research_topic"))
+    emit(Interruption(1.0))
+    emit(AssistantTranscript("", True, "t"))  # interrupted before a word went out
+    emit(AssistantTranscript("Half a sen", True, "t"))
+    emit(ServiceError("tts", "boom"))
+    recorder.rtvi_error("unknown message type 'x'")
+
+    record = await store.get("pc")
+    assert record is not None
+    assert [(t.text, t.interrupted) for t in record.turns] == [("Half a sen", True)]
+    assert [(e.type, e.data) for e in record.events] == [
+        (
+            "tool-call",
+            {
+                "tool_call_id": "call_1",
+                "function_name": "get_current_time",
+                "arguments": {"timezone": "UTC"},
+            },
+        ),
+        (
+            "tool-result",
+            {
+                "tool_call_id": "call_1",
+                "function_name": "get_current_time",
+                "result": {"time": "noon"},
+                "final": True,
+            },
+        ),
+        ("tool-cancelled", {"tool_call_id": "call_2", "function_name": "research_topic"}),
+        ("interruption", {}),
+        ("error", {"service": "tts", "error": "boom", "fatal": False}),
+        ("rtvi-error", {"error": "unknown message type 'x'"}),
+    ]
+
+
+async def test_client_and_end_are_recorded_once(store: SQLiteTranscriptStore) -> None:
+    recorder, _ = recorded(store)
+    client = ClientInfo(remote_addr="10.0.0.1", library="@pipecat-ai/client-js")
+    client.library_version = "1.13.0"
+    recorder.client_updated(client)
+    recorder.close("deleted")
+    recorder.close("server shutdown")  # a second close changes nothing
+    record = await store.get("start")
+    assert record is not None and record.id == "pc" and not record.live
+    assert record.close_reason == "deleted"
+    assert record.client["library_version"] == "1.13.0"
+    assert record.client["remote_addr"] == "10.0.0.1"
