@@ -17,10 +17,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server import __version__, signalling, status
+from server.observability import ServerMetrics, add_metrics
+from server.readiness import NotReady, Readiness
 from server.registry import SessionRegistry
 from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS
 from server.services import Services, build_services
 from server.settings import Settings, get_settings
+from server.shutdown import Drain, ShutdownHook, run_shutdown_hooks
 
 
 def find_static_dir(configured: Path | None) -> Path | None:
@@ -116,9 +119,30 @@ async def _load_models(services: Services) -> None:
         logger.info("models ready in {:.1f} s", time.monotonic() - started)
 
 
+def _models_loaded(services: Services) -> None:
+    """Readiness check: every model in use is loaded."""
+    if not services.ready:
+        states = services.status()["embedded"]
+        waiting = {role: s.get("state") for role, s in states.items() if s.get("state") != "ready"}
+        raise NotReady(f"models not loaded: {waiting}")
+
+
+def _accepting(registry: SessionRegistry) -> None:
+    """Readiness check: the server is not draining."""
+    if registry.draining:
+        raise NotReady("the server is shutting down")
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app; sessions live in ``app.state.registry`` for the app's lifetime."""
+    """Build the app; sessions live in ``app.state.registry`` for the app's lifetime.
+
+    Hooks for other parts: ``app.state.readiness.add(name, check)`` (``/ready``),
+    ``app.state.shutdown_hooks`` (async callables run after every session has closed),
+    ``registry.listeners`` (told of each session's start and end).
+    """
     settings = settings or get_settings()
+    readiness = Readiness()
+    shutdown_hooks: list[ShutdownHook] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -127,7 +151,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.registry = registry
         app.state.services = services
         app.state.started = time.monotonic()
+        app.state.drain = Drain(registry, settings.shutdown_grace_seconds)
+        metrics: ServerMetrics = app.state.metrics
+        metrics.attach(registry, lambda: services.ready, lambda: registry.draining)
+        readiness.checks[:0] = [
+            ("models", lambda: _models_loaded(services)),
+            ("accepting", lambda: _accepting(registry)),
+        ]
         watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
+        lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
         loading = asyncio.create_task(_load_models(services), name="load-models")
         if not settings.preload_models:
             loading.cancel()
@@ -135,10 +167,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            registry.draining = True
             watcher.cancel()
             loading.cancel()
-            await asyncio.gather(watcher, loading, return_exceptions=True)
+            lag.cancel()
+            await asyncio.gather(watcher, loading, lag, return_exceptions=True)
             await registry.close_all("server shutdown")
+            await run_shutdown_hooks(shutdown_hooks)
             await services.aclose()
             logger.info("all sessions closed")
 
@@ -151,7 +186,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
+    app.state.readiness = readiness
+    app.state.shutdown_hooks = shutdown_hooks
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    add_metrics(app, ServerMetrics())
     app.include_router(signalling.router)
     app.include_router(status.router)
     static_dir = find_static_dir(settings.static_dir)

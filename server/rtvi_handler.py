@@ -67,6 +67,8 @@ class RTVIHandler:
         self._session = session
         self._handlers = client_message_handlers
         self.ready = False
+        # Told of every error reported to the client (metrics count them).
+        self.on_error: Callable[[RTVIError], None] | None = None
 
     def handle(self, raw: Any) -> None:
         """Serve one decoded data-channel message."""
@@ -89,6 +91,8 @@ class RTVIHandler:
     def report(self, exc: RTVIError) -> None:
         """Tell the client what was wrong: ``error-response`` when there is an id to answer."""
         logger.debug("rtvi: {}", exc.error)
+        if self.on_error is not None:
+            self.on_error(exc)
         if exc.msg_id is not None:
             self._session.send(rtvi.error_response(exc.msg_id, exc.error))
         else:

@@ -43,6 +43,8 @@ class ServerProcess:
             # and do not greet (a greeting would load the TTS).
             "PARLEY_PRELOAD_MODELS": "false",
             "PARLEY_GREETING": "",
+            # Stopping a test server does not wait long for sessions to end by themselves.
+            "PARLEY_SHUTDOWN_GRACE_SECONDS": "2",
             **env,
         }
         self._log = log_path.open("w")
