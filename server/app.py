@@ -119,9 +119,9 @@ async def _load_models(services: Services) -> None:
         logger.info("models ready in {:.1f} s", time.monotonic() - started)
 
 
-def _models_loaded(services: Services) -> None:
-    """Readiness check: every model in use is loaded."""
-    if not services.ready:
+def _models_loaded(services: Services, preloading: bool) -> None:
+    """Readiness check: every model in use is loaded (unless they load on first use)."""
+    if preloading and not services.ready:
         states = services.status()["embedded"]
         waiting = {role: s.get("state") for role, s in states.items() if s.get("state") != "ready"}
         raise NotReady(f"models not loaded: {waiting}")
@@ -155,7 +155,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics: ServerMetrics = app.state.metrics
         metrics.attach(registry, lambda: services.ready, lambda: registry.draining)
         readiness.checks[:0] = [
-            ("models", lambda: _models_loaded(services)),
+            ("models", lambda: _models_loaded(services, settings.preload_models)),
             ("accepting", lambda: _accepting(registry)),
         ]
         watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")

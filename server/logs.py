@@ -66,11 +66,23 @@ class InterceptHandler(logging.Handler):
         ).opt(exception=record.exc_info).log(level, record.getMessage())
 
 
+TEXT_FORMAT = (
+    "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
+    "<cyan>{name}</cyan>:<cyan>{function}</cyan>:<cyan>{line}</cyan> - "
+)
+
+
+def text_format(record: dict[str, Any]) -> str:
+    """loguru's usual line, with ``[session]`` before the message of a session's lines."""
+    session = "[{extra[session]}] " if "session" in record["extra"] else ""
+    return TEXT_FORMAT + session + "<level>{message}</level>\n{exception}"
+
+
 def configure_logging(level: str, as_json: bool, stream: TextIO = sys.stderr) -> None:
     """Replace loguru's default sink; in JSON mode, route stdlib logging through it."""
     logger.remove()
     if not as_json:
-        logger.add(stream, level=level)
+        logger.add(stream, level=level, format=text_format)
         return
     logger.add(JSONSink(stream).write, level=level, format="{message}", backtrace=False)
     std_level = logging.DEBUG if level in ("TRACE", "DEBUG") else logging.getLevelName(level)

@@ -1,4 +1,4 @@
-"""Metrics, JSON logs and readiness of a real server (models at the OpenAI stub).
+"""Metrics, JSON logs and readiness of a real server (embedded TTS, the rest at the stub).
 
 One call with a spoken turn (the stub transcribes it), a typed turn, a bad client
 message and a failing LLM call; then /metrics must show each of them, and every log
@@ -34,11 +34,24 @@ def stub() -> Iterator[OpenAIStub]:
 
 
 @pytest.fixture(scope="module")
-def json_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -> ServerProcess:
-    return start_server(
-        stt="openai", llm="openai", tts="openai", log_json="true",
+def started(
+    start_server: Callable[..., ServerProcess], stub: OpenAIStub
+) -> tuple[ServerProcess, httpx.Response]:
+    """A server with JSON logs, the embedded TTS and the rest at the stub; and its first
+    /ready answer, asked while the TTS loads in the background (seconds, not the few
+    milliseconds since the first /health answer)."""
+    server = start_server(
+        stt="openai", llm="openai", tts="local", preload_models="true", log_json="true",
         openai_base_url=stub.base_url, openai_api_key=stub.api_key,
     )  # fmt: skip
+    return server, httpx.get(f"{server.url}/ready", timeout=10)
+
+
+@pytest.fixture(scope="module")
+def json_server(started: tuple[ServerProcess, httpx.Response]) -> ServerProcess:
+    server = started[0]
+    server.wait_models_ready(60)
+    return server
 
 
 async def scrape(server: ServerProcess) -> Metrics:
@@ -58,6 +71,23 @@ async def wait_count(client: RTCTestClient, type_: str, n: int, within: float) -
     while client.types().count(type_) < n:
         assert time.monotonic() < deadline, f"only {client.types()[-12:]}"
         await asyncio.sleep(0.05)
+
+
+async def test_ready_is_503_until_the_models_are_loaded(
+    started: tuple[ServerProcess, httpx.Response],
+) -> None:
+    server, first = started
+    assert first.status_code == 503
+    body = first.json()
+    assert body["error"] == "not ready"
+    assert body["detail"]["failing"] == ["models"]
+    assert "tts" in body["detail"]["checks"]["models"]["detail"]
+    await asyncio.to_thread(server.wait_models_ready, 60)
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(f"{server.url}/health")).status_code == 200
+        ready = await http.get(f"{server.url}/ready")
+    assert ready.status_code == 200
+    assert ready.json()["checks"]["models"] == {"ok": True, "detail": None}
 
 
 async def test_a_call_moves_the_counters_and_logs_json_with_the_session_id(
@@ -136,24 +166,6 @@ async def test_a_call_moves_the_counters_and_logs_json_with_the_session_id(
     startup = next(line for line in lines if "ready on" in line["message"])
     assert "session" not in startup
     assert any(line["logger"].startswith("uvicorn") for line in lines), "uvicorn's lines too"
-
-
-async def test_ready_is_503_until_the_models_are_loaded(
-    start_server: Callable[..., ServerProcess], json_server: ServerProcess
-) -> None:
-    waiting = start_server(preload_models="false", stt="local", llm="openai", tts="openai",
-                           openai_base_url="http://127.0.0.1:9")  # fmt: skip
-    async with httpx.AsyncClient() as http:
-        response = await http.get(f"{waiting.url}/ready")
-        assert response.status_code == 503
-        body = response.json()
-        assert body["error"] == "not ready"
-        assert body["detail"]["failing"] == ["models"]
-        assert "stt" in body["detail"]["checks"]["models"]["detail"]
-        assert (await http.get(f"{waiting.url}/health")).status_code == 200, "yet alive"
-        ready = await http.get(f"{json_server.url}/ready")
-        assert ready.status_code == 200
-        assert ready.json()["checks"]["models"] == {"ok": True, "detail": None}
 
 
 def _app_settings() -> Settings:
