@@ -141,7 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ``registry.listeners`` (told of each session's start and end).
     """
     settings = settings or get_settings()
-    readiness = Readiness()
+    readiness = Readiness()  # its checks run after the lifespan has started
     shutdown_hooks: list[ShutdownHook] = []
 
     @contextlib.asynccontextmanager
@@ -153,11 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.started = time.monotonic()
         app.state.drain = Drain(registry, settings.shutdown_grace_seconds)
         metrics: ServerMetrics = app.state.metrics
-        metrics.attach(registry, lambda: services.ready, lambda: registry.draining)
-        readiness.checks[:0] = [
-            ("models", lambda: _models_loaded(services, settings.preload_models)),
-            ("accepting", lambda: _accepting(registry)),
-        ]
+        metrics.attach(registry, lambda: services.ready)
         watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
         lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
         loading = asyncio.create_task(_load_models(services), name="load-models")
@@ -186,6 +182,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
+    readiness.add("models", lambda: _models_loaded(app.state.services, settings.preload_models))
+    readiness.add("accepting", lambda: _accepting(app.state.registry))
     app.state.readiness = readiness
     app.state.shutdown_hooks = shutdown_hooks
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -115,33 +115,41 @@ class ServerMetrics:
             "The largest event-loop lag of the last 10 s.",
             function=lambda: self.lag_monitor.recent_max,
         )
+        self._sessions: SessionRegistry | None = None
+        self._models_ready: Callable[[], bool] = lambda: False
+        self._state_gauges()
         _process_gauges(r)
 
     # -- wiring ----------------------------------------------------------------------------
 
-    def attach(
-        self,
-        sessions: SessionRegistry,
-        models_ready: Callable[[], bool],
-        draining: Callable[[], bool],
-    ) -> None:
-        """Watch ``sessions`` and export the app's state gauges."""
+    def attach(self, sessions: SessionRegistry, models_ready: Callable[[], bool]) -> None:
+        """Watch ``sessions`` (the app's lifespan calls this as it starts)."""
         sessions.listeners.append(self)
+        self._sessions = sessions
+        self._models_ready = models_ready
+
+    def _state_gauges(self) -> None:
         r = self.registry
-        r.gauge("parley_sessions_active", "Sessions open now.", function=lambda: len(sessions))
+
+        def attached(read: Callable[[SessionRegistry], Any]) -> Callable[[], Any]:
+            return lambda: None if self._sessions is None else read(self._sessions)
+
+        r.gauge("parley_sessions_active", "Sessions open now.", function=attached(len))
         r.gauge(
             "parley_peer_connections",
             "Peer connections by connection state.",
             ["state"],
-            lambda: _count_states(sessions),
+            attached(_count_states),
         )
         r.gauge(
             "parley_models_ready",
             "1 when the models in use are loaded.",
-            function=lambda: float(models_ready()),
+            function=attached(lambda _: float(self._models_ready())),
         )
         r.gauge(
-            "parley_draining", "1 while the server shuts down.", function=lambda: float(draining())
+            "parley_draining",
+            "1 while the server shuts down.",
+            function=attached(lambda sessions: float(sessions.draining)),
         )
 
     def session_opened(self, session: Session) -> None:

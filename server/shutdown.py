@@ -110,6 +110,7 @@ class GracefulServer(uvicorn.Server):
         super().__init__(config)
         self.app = app
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain_requested = False
 
     async def serve(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -117,9 +118,10 @@ class GracefulServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         drain: Drain | None = getattr(self.app.state, "drain", None)
-        if drain is None or drain.draining or self.should_exit or self._loop is None:
+        if drain is None or self._drain_requested or self.should_exit or self._loop is None:
             super().handle_exit(sig, frame)  # not started yet, or a second signal: now
             return
+        self._drain_requested = True
         # As uvicorn does: the signal is raised again once the server has stopped. No
         # logging here: a signal handler must not take the logger's lock.
         self._captured_signals.append(sig)
