@@ -33,7 +33,10 @@ def main() -> None:
         timeout_graceful_shutdown=HTTP_GRACE_SECONDS,
     )
     server = GracefulServer(config, app)
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # a SIGINT re-raised once the server has stopped
+        pass
     if not server.started:
         sys.exit(3)  # as uvicorn.run: the app did not start
 
