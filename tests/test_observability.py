@@ -19,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.app import create_app
+from server.loop_lag import LoopLagMonitor
 from server.prometheus import CONTENT_TYPE
 from server.settings import Settings
 from tests.conftest import ServerProcess
@@ -204,3 +205,18 @@ def test_registered_checks_and_shutdown_hooks() -> None:
         assert http.get("/ready").status_code == 200
         assert state["flushed"] is None
     assert state["flushed"] == 0, "the hook ran after every session had closed"
+
+
+async def test_a_blocked_event_loop_shows_as_lag() -> None:
+    samples: list[float] = []
+    monitor = LoopLagMonitor(samples.append, interval=0.02, window=1.0)
+    probe = asyncio.create_task(monitor.run())
+    try:
+        await asyncio.sleep(0.1)
+        time.sleep(0.2)  # noqa: ASYNC251 - the blocking call under test
+        await asyncio.sleep(0.1)
+    finally:
+        probe.cancel()
+    assert monitor.samples == len(samples) >= 3
+    assert monitor.recent_max >= 0.15, samples
+    assert min(samples) < 0.15, "the lag is the overshoot, not the interval"
