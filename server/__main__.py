@@ -5,11 +5,15 @@ from __future__ import annotations
 import sys
 
 import uvicorn
-from loguru import logger
 from pydantic import ValidationError
 
 from server.app import create_app
+from server.logs import configure_logging
 from server.settings import get_settings
+from server.shutdown import GracefulServer
+
+# After the drain, how long uvicorn waits for HTTP requests still running.
+HTTP_GRACE_SECONDS = 2
 
 
 def main() -> None:
@@ -17,15 +21,24 @@ def main() -> None:
         settings = get_settings()
     except ValidationError as exc:
         sys.exit(f"parley: invalid settings (PARLEY_* environment variables):\n{exc}")
-    logger.remove()
-    logger.add(sys.stderr, level=settings.log_level)
-    uvicorn.run(
-        create_app(settings),
+    configure_logging(settings.log_level, settings.log_json)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower() if settings.log_level != "TRACE" else "trace",
-        timeout_graceful_shutdown=10,
+        # In JSON mode logging is set up already (uvicorn's loggers go through loguru).
+        log_config=None if settings.log_json else uvicorn.config.LOGGING_CONFIG,
+        timeout_graceful_shutdown=HTTP_GRACE_SECONDS,
     )
+    server = GracefulServer(config, app)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # a SIGINT re-raised once the server has stopped
+        pass
+    if not server.started:
+        sys.exit(3)  # as uvicorn.run: the app did not start
 
 
 if __name__ == "__main__":

@@ -17,11 +17,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server import __version__, history, signalling, status
+from server.observability import ServerMetrics, add_metrics
+from server.readiness import NotReady, Readiness
 from server.registry import SessionRegistry
 from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS
 from server.services import Services, build_services
 from server.settings import Settings, get_settings
-from server.transcripts import StorageError, keep_purging, open_store, purge_expired
+from server.shutdown import Drain, ShutdownHook, run_shutdown_hooks
+from server.transcripts import (
+    StorageError,
+    TranscriptStore,
+    keep_purging,
+    open_store,
+    purge_expired,
+)
 
 
 def find_static_dir(configured: Path | None) -> Path | None:
@@ -117,9 +126,37 @@ async def _load_models(services: Services) -> None:
         logger.info("models ready in {:.1f} s", time.monotonic() - started)
 
 
+def _models_loaded(services: Services, preloading: bool) -> None:
+    """Readiness check: every model in use is loaded (unless they load on first use)."""
+    if preloading and not services.ready:
+        states = services.status()["embedded"]
+        waiting = {role: s.get("state") for role, s in states.items() if s.get("state") != "ready"}
+        raise NotReady(f"models not loaded: {waiting}")
+
+
+def _accepting(registry: SessionRegistry) -> None:
+    """Readiness check: the server is not draining."""
+    if registry.draining:
+        raise NotReady("the server is shutting down")
+
+
+def _storage_writable(store: TranscriptStore) -> None:
+    """Readiness check: the transcript store's latest write succeeded."""
+    status = store.status()
+    if not status.get("ok", True):
+        raise NotReady(f"transcript storage failing: {status.get('last_error')}")
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app; sessions live in ``app.state.registry`` for the app's lifetime."""
+    """Build the app; sessions live in ``app.state.registry`` for the app's lifetime.
+
+    Hooks for other parts: ``app.state.readiness.add(name, check)`` (``/ready``),
+    ``app.state.shutdown_hooks`` (async callables run after every session has closed),
+    ``registry.listeners`` (told of each session's start and end).
+    """
     settings = settings or get_settings()
+    readiness = Readiness()  # its checks run after the lifespan has started
+    shutdown_hooks: list[ShutdownHook] = []
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -140,7 +177,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.registry = registry
         app.state.services = services
         app.state.started = time.monotonic()
+        app.state.drain = Drain(registry, settings.shutdown_grace_seconds)
+        metrics: ServerMetrics = app.state.metrics
+        metrics.attach(registry, lambda: services.ready)
         watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
+        lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
         loading = asyncio.create_task(_load_models(services), name="load-models")
         if not settings.preload_models:
             loading.cancel()
@@ -148,11 +189,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            registry.draining = True
             watcher.cancel()
             loading.cancel()
             purger.cancel()
-            await asyncio.gather(watcher, loading, purger, return_exceptions=True)
+            lag.cancel()
+            await asyncio.gather(watcher, loading, purger, lag, return_exceptions=True)
             await registry.close_all("server shutdown")
+            await run_shutdown_hooks(shutdown_hooks)
             await store.close()  # after the sessions: their last turns and ends are written
             await services.aclose()
             logger.info("all sessions closed")
@@ -166,7 +210,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
+    readiness.add("models", lambda: _models_loaded(app.state.services, settings.preload_models))
+    readiness.add("accepting", lambda: _accepting(app.state.registry))
+    readiness.add("storage", lambda: _storage_writable(app.state.store))
+    app.state.readiness = readiness
+    app.state.shutdown_hooks = shutdown_hooks
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    add_metrics(app, ServerMetrics())
     app.include_router(signalling.router)
     app.include_router(status.router)
     app.include_router(history.router)

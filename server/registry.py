@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from loguru import logger
 
@@ -24,6 +24,18 @@ from server.transcripts import TranscriptStore
 STARTS_PER_SLOT = 4
 
 
+class ShuttingDown(CapacityError):
+    """The server is draining: it takes no new session (a 503, like a full server)."""
+
+
+class SessionListener(Protocol):
+    """Told of every session's start and end (metrics, transcripts)."""
+
+    def session_opened(self, session: Session) -> None: ...
+
+    def session_closed(self, session: Session) -> None: ...
+
+
 class SessionRegistry:
     """Owns every session; a closed session leaves the registry as it finishes closing."""
 
@@ -41,6 +53,8 @@ class SessionRegistry:
         self.sessions: dict[str, Session] = {}
         self.starts: dict[str, StartRecord] = {}
         self.total_created = 0
+        self.listeners: list[SessionListener] = []
+        self.draining = False
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -56,6 +70,8 @@ class SessionRegistry:
         start: StartRecord | None = None,
     ) -> Session:
         """A new session under ``pc_id`` (or a fresh id); raises CapacityError when full."""
+        if self.draining:
+            raise ShuttingDown("the server is shutting down")
         if len(self.sessions) >= self.settings.max_sessions:
             raise CapacityError(f"all {self.settings.max_sessions} session slots are in use")
         pc_id = pc_id or new_id()
@@ -74,6 +90,8 @@ class SessionRegistry:
             start.pc_id = pc_id
         self.sessions[pc_id] = session
         self.total_created += 1
+        for listener in self.listeners:
+            listener.session_opened(session)
         return session
 
     def _remove(self, session: Session) -> None:
@@ -83,6 +101,8 @@ class SessionRegistry:
             record = self.starts[session.start_id]
             if record.pc_id == session.pc_id and session.close_reason != "restart":
                 del self.starts[session.start_id]
+        for listener in self.listeners:
+            listener.session_closed(session)
 
     async def close(self, pc_id: str, reason: str) -> bool:
         """Close one session and wait for it; False when there is no such session."""
@@ -100,6 +120,8 @@ class SessionRegistry:
 
     def start(self, request_data: Any) -> StartRecord:
         """Register a ``POST /start`` session id; raises CapacityError when too many wait."""
+        if self.draining:
+            raise ShuttingDown("the server is shutting down")
         self.expire_starts()
         if len(self.starts) >= STARTS_PER_SLOT * self.settings.max_sessions:
             raise CapacityError("too many sessions are waiting for an offer")
@@ -131,6 +153,8 @@ class SessionRegistry:
                 continue
             for session in list(self.sessions.values()):
                 if now - session.last_activity > timeout:
-                    logger.info("session {}: no sign of life for {:.1f} s", session.pc_id, timeout)
+                    logger.bind(session=session.pc_id).info(
+                        "session {}: no sign of life for {:.1f} s", session.pc_id, timeout
+                    )
                     session.request_close("liveness lost")
             self.expire_starts()

@@ -67,8 +67,8 @@ class RTVIHandler:
         self._session = session
         self._handlers = client_message_handlers
         self.ready = False
-        # Told of every error reported to the client (the session's record keeps them).
-        self.on_error: Callable[[str], None] | None = None
+        # Told of every error reported to the client (the record keeps them, metrics count them).
+        self.error_listeners: list[Callable[[RTVIError], None]] = []
 
     def handle(self, raw: Any) -> None:
         """Serve one decoded data-channel message."""
@@ -91,8 +91,8 @@ class RTVIHandler:
     def report(self, exc: RTVIError) -> None:
         """Tell the client what was wrong: ``error-response`` when there is an id to answer."""
         logger.debug("rtvi: {}", exc.error)
-        if self.on_error is not None:
-            self.on_error(exc.error)
+        for listener in self.error_listeners:
+            listener(exc)
         if exc.msg_id is not None:
             self._session.send(rtvi.error_response(exc.msg_id, exc.error))
         else:

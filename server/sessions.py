@@ -111,13 +111,15 @@ class Session:
             on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
         )
         self.rtvi = RTVIHandler(self, handlers)
-        self.voice = VoiceSession(services, settings, self.outbound, self.send)
-        self.voice.start()
+        # Tasks inherit the logging context: everything the session starts logs its id.
+        with logger.contextualize(session=pc_id):
+            self.voice = VoiceSession(services, settings, self.outbound, self.send)
+            self.voice.start()
         self.record: SessionRecorder | None = None
         if store is not None:
-            self.record = SessionRecorder(store, pc_id, start_id, client)
-            self.record.observe(self.voice.conversation)
-            self.rtvi.on_error = self.record.rtvi_error
+            record = self.record = SessionRecorder(store, pc_id, start_id, client)
+            record.observe(self.voice.conversation)
+            self.rtvi.error_listeners.append(lambda exc: record.rtvi_error(exc.error))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._inbound: dict[RTCRtpReceiver, InboundAudio] = {}
         self._negotiating = asyncio.Lock()
@@ -132,17 +134,23 @@ class Session:
 
     async def negotiate(self, sdp: str, sdp_type: str) -> RTCSessionDescription:
         """Apply the client's offer and return our answer (with all our candidates)."""
+        # aiortc starts its transports' tasks here: they (and the callbacks they run)
+        # inherit the session's logging context.
         async with self._negotiating:
-            if self.state in (SessionState.CLOSING, SessionState.CLOSED):
-                raise OfferError("the session is closing")
-            try:
-                await self.pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=sdp_type))
-            except Exception as exc:
-                raise OfferError(f"the offer could not be applied: {exc}") from exc
-            self._attach_media()
-            await self.pc.setLocalDescription(await self.pc.createAnswer())
-            self.touch()
-            return self.pc.localDescription
+            with logger.contextualize(session=self.pc_id):
+                return await self._negotiate(sdp, sdp_type)
+
+    async def _negotiate(self, sdp: str, sdp_type: str) -> RTCSessionDescription:
+        if self.state in (SessionState.CLOSING, SessionState.CLOSED):
+            raise OfferError("the session is closing")
+        try:
+            await self.pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=sdp_type))
+        except Exception as exc:
+            raise OfferError(f"the offer could not be applied: {exc}") from exc
+        self._attach_media()
+        await self.pc.setLocalDescription(await self.pc.createAnswer())
+        self.touch()
+        return self.pc.localDescription
 
     def _attach_media(self) -> None:
         # Audio is answered sendrecv with our paced track; video (camera, screen) is
@@ -179,6 +187,7 @@ class Session:
 
     def _on_connection_state(self) -> None:
         state = self.pc.connectionState
+        logger.debug("session {}: peer connection {}", self.pc_id, state)
         if state == "connected" and self.state == SessionState.CONNECTING:
             self.state = SessionState.CONNECTED
         elif state in ("failed", "closed"):
@@ -233,7 +242,10 @@ class Session:
     def request_close(self, reason: str) -> None:
         """Start closing (idempotent); returns at once."""
         if self._close_task is None:
-            self._close_task = asyncio.create_task(self._close(reason), name=f"close:{self.pc_id}")
+            with logger.contextualize(session=self.pc_id):
+                self._close_task = asyncio.create_task(
+                    self._close(reason), name=f"close:{self.pc_id}"
+                )
 
     async def close(self, reason: str) -> None:
         """Close and wait until everything the session owned is gone."""

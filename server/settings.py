@@ -26,6 +26,18 @@ class Settings(BaseSettings):
     host: str = Field("0.0.0.0", description="Address the HTTP server binds to.")
     port: int = Field(7860, ge=0, le=65535, description="HTTP port.")
     log_level: Literal["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_json: bool = Field(
+        False,
+        description="Log one JSON object per line (time, level, message, logger, session, "
+        "...) instead of text; uvicorn's and aiortc's lines too.",
+    )
+    shutdown_grace_seconds: float = Field(
+        8.0,
+        ge=0,
+        description="On SIGTERM, how long running sessions may go on before they are closed "
+        "(new ones get 503 meanwhile). Keep it below the container runtime's stop timeout "
+        "(Docker: 10 s) minus a few seconds for closing.",
+    )
 
     ice_servers: list[IceServer] = Field(
         default_factory=list,

@@ -136,6 +136,9 @@ async def handle_offer(
     if session is not None and start is not None and session.start_id != start.session_id:
         raise HTTPException(404, f"pc_id {body.pc_id!r} does not belong to this session")
     fresh = session is None or body.restart_pc
+    if fresh and registry.draining:  # before a restart closes the old peer connection
+        retry = str(registry.settings.retry_after)
+        raise HTTPException(503, "the server is shutting down", headers={"Retry-After": retry})
     if session is not None and body.restart_pc:
         await session.close("restart")
     if fresh:

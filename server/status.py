@@ -6,16 +6,19 @@ import time
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from server import __version__
-from server.signalling import ERRORS, Registry
+from server.readiness import Readiness
+from server.signalling import ERRORS, ErrorBody, Registry
 
 router = APIRouter()
 
 
 class Health(BaseModel):
-    status: Literal["ok"] = "ok"
+    status: Literal["ok", "draining"] = "ok"
+    draining: bool = False
     version: str
     uptime_seconds: float
     sessions_active: int
@@ -62,8 +65,11 @@ class Closed(BaseModel):
 
 @router.get("/health", response_model=Health, tags=["status"])
 async def health(request: Request, registry: Registry) -> Health:
-    """Liveness: answers as long as the event loop does."""
+    """Liveness: answers as long as the event loop does (``draining`` while shutting down)."""
+    draining = registry.draining
     return Health(
+        status="draining" if draining else "ok",
+        draining=draining,
         version=__version__,
         uptime_seconds=round(time.monotonic() - request.app.state.started, 3),
         sessions_active=len(registry),
@@ -72,6 +78,30 @@ async def health(request: Request, registry: Registry) -> Health:
         models=registry.services.status(),
         storage=request.app.state.store.status(),
     )
+
+
+class Ready(BaseModel):
+    status: Literal["ready"] = "ready"
+    checks: dict[str, dict[str, Any]]
+
+
+@router.get(
+    "/ready",
+    response_model=Ready,
+    responses={503: {"model": ErrorBody, "description": "not ready: the failing checks"}},
+    tags=["status"],
+)
+async def ready(request: Request) -> Any:
+    """Readiness: 200 when the models are loaded, the server is not draining and every
+    registered check passes; else 503 with the failing checks."""
+    readiness: Readiness = request.app.state.readiness
+    results = await readiness.run()
+    checks = {r.name: r.as_dict() for r in results}
+    failing = [r.name for r in results if not r.ok]
+    if failing:
+        detail = {"failing": failing, "checks": checks}
+        return JSONResponse({"error": "not ready", "detail": detail}, status_code=503)
+    return Ready(checks=checks)
 
 
 @router.get("/api/sessions", response_model=SessionList, tags=["sessions"])

@@ -45,6 +45,8 @@ class ServerProcess:
             "PARLEY_GREETING": "",
             # Each server keeps its transcripts beside its log (never in the repo's data/).
             "PARLEY_DATA_DIR": str(log_path.parent / "data"),
+            # Stopping a test server does not wait long for sessions to end by themselves.
+            "PARLEY_SHUTDOWN_GRACE_SECONDS": "2",
             **env,
         }
         self._log = log_path.open("w")

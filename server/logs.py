@@ -1,0 +1,94 @@
+"""Log output: human-readable lines, or one compact JSON object per line (``log_json``).
+
+Every line logged on behalf of a session carries its id (``session``: the ``pc_id``):
+the session runs its tasks and callbacks inside ``logger.contextualize(session=...)``.
+In JSON mode the standard-library loggers (uvicorn, aiortc, aioice) are routed through
+loguru as well, so that every line of the process is JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from typing import Any, TextIO
+
+from loguru import logger
+
+# Fields of a loguru record that are not copied as such into a JSON line.
+_RESERVED = {"time", "level", "message", "logger", "function", "line", "exception"}
+
+
+def json_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """The fields of one log record's JSON line; ``extra`` (e.g. ``session``) is flattened."""
+    line: dict[str, Any] = {
+        "time": record["time"].isoformat(timespec="milliseconds"),
+        "level": record["level"].name,
+        "message": record["message"],
+        "logger": record["name"],
+        "function": record["function"],
+        "line": record["line"],
+    }
+    for key, value in record["extra"].items():
+        line[key if key not in _RESERVED else f"extra_{key}"] = value
+    exception = record["exception"]
+    if exception is not None and exception.type is not None:
+        line["exception"] = f"{exception.type.__name__}: {exception.value}"
+        if exception.traceback is not None:
+            trace = traceback.format_exception(exception.type, exception.value, exception.traceback)
+            line["traceback"] = "".join(trace)
+    return line
+
+
+class JSONSink:
+    """A loguru sink that writes one JSON object per record and line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, message: Any) -> None:
+        fields = json_fields(message.record)
+        self.stream.write(json.dumps(fields, default=str, ensure_ascii=False) + "\n")
+        self.stream.flush()
+
+
+class InterceptHandler(logging.Handler):
+    """Sends standard-library log records to loguru (keeping the logger's name)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        logger.patch(
+            lambda r: r.update(name=record.name, function=record.funcName, line=record.lineno)
+        ).opt(exception=record.exc_info).log(level, record.getMessage())
+
+
+TEXT_FORMAT = (
+    "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
+    "<cyan>{name}</cyan>:<cyan>{function}</cyan>:<cyan>{line}</cyan> - "
+)
+
+
+def text_format(record: dict[str, Any]) -> str:
+    """loguru's usual line, with ``[session]`` before the message of a session's lines."""
+    session = "[{extra[session]}] " if "session" in record["extra"] else ""
+    return TEXT_FORMAT + session + "<level>{message}</level>\n{exception}"
+
+
+def configure_logging(level: str, as_json: bool, stream: TextIO = sys.stderr) -> None:
+    """Replace loguru's default sink; in JSON mode, route stdlib logging through it."""
+    logger.remove()
+    if not as_json:
+        logger.add(stream, level=level, format=text_format)
+        return
+    logger.add(JSONSink(stream).write, level=level, format="{message}", backtrace=False)
+    std_level = logging.DEBUG if level in ("TRACE", "DEBUG") else logging.getLevelName(level)
+    logging.basicConfig(handlers=[InterceptHandler()], level=logging.WARNING, force=True)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        std = logging.getLogger(name)
+        std.handlers = [InterceptHandler()]
+        std.setLevel(std_level)
+        std.propagate = False

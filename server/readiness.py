@@ -1,0 +1,62 @@
+"""Readiness checks for ``GET /ready``: can this process take a new session right now?
+
+Liveness (``/health``) only says the event loop answers. Readiness adds what a load
+balancer must know before sending a call: the models are loaded, the server is not
+draining, and every check another part registered passes, e.g.::
+
+    app.state.readiness.add("storage", store.check_writable)
+
+A check is a function (sync or async) that returns when all is well and raises when
+not; the exception's message is the reason shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+# A check that takes longer than this fails (a readiness probe must answer quickly).
+CHECK_TIMEOUT = 2.0
+
+Check = Callable[[], Awaitable[None] | None]
+
+
+class NotReady(Exception):
+    """Raised by a check that does not pass; its message says why."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    detail: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"ok": self.ok, "detail": self.detail}
+
+
+class Readiness:
+    """The named checks of one app, run in order on each ``/ready`` request."""
+
+    def __init__(self) -> None:
+        self.checks: list[tuple[str, Check]] = []
+
+    def add(self, name: str, check: Check) -> None:
+        self.checks.append((name, check))
+
+    async def run(self) -> list[CheckResult]:
+        return [await self._run_one(name, check) for name, check in self.checks]
+
+    async def _run_one(self, name: str, check: Check) -> CheckResult:
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                outcome = check()
+                if inspect.isawaitable(outcome):
+                    await outcome
+        except TimeoutError:
+            return CheckResult(name, False, f"no answer within {CHECK_TIMEOUT} s")
+        except Exception as exc:
+            return CheckResult(name, False, str(exc) or type(exc).__name__)
+        return CheckResult(name, True)
