@@ -16,9 +16,10 @@ from loguru import logger
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pipeline.tools import ToolRegistry
 from server import __version__, signalling, status
 from server.registry import SessionRegistry
-from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS
+from server.rtvi_handler import ClientMessages
 from server.services import Services, build_services
 from server.settings import Settings, get_settings
 
@@ -123,7 +124,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = build_services(settings)
-        registry = SessionRegistry(settings, services, dict(DEFAULT_CLIENT_MESSAGE_HANDLERS))
+        for spec in app.state.tools:  # tools the app added (server- or client-side)
+            services.tools.register(spec)
+        registry = SessionRegistry(settings, services, app.state.client_messages)
         app.state.registry = registry
         app.state.services = services
         app.state.started = time.monotonic()
@@ -138,7 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             watcher.cancel()
             loading.cancel()
             await asyncio.gather(watcher, loading, return_exceptions=True)
-            await registry.close_all("server shutdown")
+            await registry.close_all("server shutdown", error="the server is shutting down")
             await services.aclose()
             logger.info("all sessions closed")
 
@@ -148,6 +151,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Realtime voice-agent server: WebRTC signalling, sessions and RTVI.",
         lifespan=lifespan,
     )
+    # What an app adds before it starts: client-message handlers by ``t`` and tools
+    # (e.g. ``ToolSpec(..., client_side=True)``) on top of the built-in ones.
+    app.state.client_messages = ClientMessages.with_defaults()
+    app.state.tools = ToolRegistry()
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -109,6 +109,8 @@ class PacedAudioTrack(MediaStreamTrack):
         self._segments: deque[_Segment] = deque()
         self._marks: deque[tuple[int, Callable[[], None]]] = deque()
         self.playing = False
+        # Told each frame of queued audio as it is sent (e.g. to meter the bot's level).
+        self.on_frame_sent: Callable[[bytes], None] | None = None
 
     @property
     def queued_seconds(self) -> float:
@@ -228,6 +230,8 @@ class PacedAudioTrack(MediaStreamTrack):
         chunk = self._take_frame()
         if had_audio or self.playing:
             self._report(had_audio)
+            if had_audio and self.on_frame_sent is not None:
+                self.on_frame_sent(chunk)
         frame = AudioFrame(format="s16", layout="mono", samples=OUT_SAMPLES)
         frame.planes[0].update(chunk)
         frame.pts = self._pts

@@ -70,6 +70,7 @@ def test_a_voice_turn_in_order() -> None:
         "bot-started-speaking",
         "bot-tts-text",
         "bot-output",
+        "bot-transcription",
         "bot-stopped-speaking",
         "metrics",
     ]
@@ -79,13 +80,20 @@ def test_a_voice_turn_in_order() -> None:
     assert transcription["final"] is True and transcription["user_id"] == "u1"
     assert transcription["timestamp"].endswith("+00:00")
     assert sent[11]["data"] == {"text": "Four.", "spoken": True, "aggregated_by": "sentence"}
-    assert sent[13]["data"] == {"ttfb": [{"processor": "llm", "model": "smol", "value": 0.2}]}
+    assert sent[12]["data"] == {"text": "Four."}
+    assert sent[14]["data"] == {"ttfb": [{"processor": "llm", "model": "smol", "value": 0.2}]}
 
 
 def test_text_only_output_is_not_marked_spoken() -> None:
     events, sent = observe()
     events.emit(BotText("Hi", spoken=False, includes_spaces=True))
-    assert sent[0]["data"] == {"text": "Hi", "spoken": False, "aggregated_by": "word"}
+    assert sent == [
+        {
+            "label": "rtvi-ai",
+            "type": "bot-output",
+            "data": {"text": "Hi", "spoken": False, "aggregated_by": "word"},
+        }
+    ], "text that was not spoken has no bot-transcription"
 
 
 def test_barge_in_and_errors() -> None:
