@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pipeline.frames import (
+    AppMessage,
     BotStartedSpeaking,
     BotStoppedSpeaking,
     BotText,
@@ -29,7 +30,9 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
-from server.rtvi_events import RTVIEvents
+from pipeline.tools import ToolRegistry, ToolSpec
+from server import rtvi_messages
+from server.rtvi_events import FunctionCallReporting, RTVIEvents
 
 
 def observe(level: str = "name") -> tuple[Emitter, list[dict[str, Any]]]:
@@ -146,3 +149,60 @@ def test_cancelled_call_is_reported_stopped_once() -> None:
         "function_name": "research",
     }
     assert len(sent) == 3
+
+
+def tools() -> ToolRegistry:
+    registry = ToolRegistry()
+    schema = {"type": "object", "properties": {}}
+    registry.register(ToolSpec("secret_lookup", "", schema, client_side=True, report_level="none"))
+    registry.register(ToolSpec("where", "", schema, client_side=True))
+    return registry
+
+
+def test_report_level_precedence_setting_then_tool_then_default() -> None:
+    reporting = FunctionCallReporting("name", {"where": "full"}, tools())
+    assert reporting.level("where") == "full", "the setting beats the default"
+    assert reporting.level("secret_lookup") == "none", "the tool's own level"
+    assert reporting.level("anything_else") == "name"
+    assert (
+        FunctionCallReporting("full", {"secret_lookup": "name"}, tools()).level("secret_lookup")
+        == "name"
+    )
+
+
+def test_client_side_calls_always_carry_name_and_arguments() -> None:
+    events, sent = Emitter(), []
+    RTVIEvents(sent.append, FunctionCallReporting("name", {}, tools())).subscribe(events)
+    events.emit(FunctionCallInProgress(FunctionCall("c1", "secret_lookup", {"q": "x"})))
+    events.emit(FunctionCallResult("c1", "secret_lookup", {"answer": 42}))
+    for msg in sent:
+        rtvi_messages.validate(msg)
+    assert [(m["type"], m["data"]) for m in sent] == [
+        ("llm-function-call-started", {}),
+        ("llm-function-call-in-progress",
+         {"tool_call_id": "c1", "function_name": "secret_lookup", "arguments": {"q": "x"}}),
+        ("llm-function-call-stopped", {"tool_call_id": "c1", "cancelled": False}),
+    ]  # fmt: skip
+
+
+def test_legacy_clients_get_llm_function_call_instead() -> None:
+    events, sent = Emitter(), []
+    reporting = FunctionCallReporting("name", {}, tools(), legacy=True)
+    RTVIEvents(sent.append, reporting).subscribe(events)
+    events.emit(FunctionCallInProgress(FunctionCall("c1", "where", {"p": 1})))
+    events.emit(FunctionCallInProgress(FunctionCall("s1", "server_tool", {"p": 1})))
+    for msg in sent:
+        rtvi_messages.validate(msg)
+    assert [m["type"] for m in sent] == [
+        "llm-function-call-started",
+        "llm-function-call",
+        "llm-function-call-started",
+        "llm-function-call-in-progress",
+    ], "only client-side calls use the legacy form (and never both: no double runs)"
+    assert sent[1]["data"] == {"function_name": "where", "tool_call_id": "c1", "args": {"p": 1}}
+
+
+def test_app_messages_become_server_messages() -> None:
+    events, sent = observe()
+    events.emit(AppMessage({"progress": 0.5}))
+    assert sent == [{"label": "rtvi-ai", "type": "server-message", "data": {"progress": 0.5}}]
