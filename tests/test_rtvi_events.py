@@ -26,6 +26,8 @@ from pipeline.frames import (
     Transcription,
     TTSStarted,
     TTSStopped,
+    UserMuteStarted,
+    UserMuteStopped,
     UserTranscript,
     UserTurnStarted,
     UserTurnStopped,
@@ -206,3 +208,16 @@ def test_app_messages_become_server_messages() -> None:
     events, sent = observe()
     events.emit(AppMessage({"progress": 0.5}))
     assert sent == [{"label": "rtvi-ai", "type": "server-message", "data": {"progress": 0.5}}]
+
+
+def test_events_without_data_map_to_their_messages() -> None:
+    events, sent = observe()
+    for event in (UserMuteStarted(1.0), UserMuteStopped(2.0), Interruption(3.0)):
+        events.emit(event)
+    for msg in sent:
+        assert rtvi_messages.validate(msg) is None
+    assert [m["type"] for m in sent] == [
+        "user-mute-started",
+        "user-mute-stopped",
+        "bot-interrupted",
+    ]

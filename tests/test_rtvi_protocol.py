@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -207,12 +208,12 @@ async def test_barge_in_by_text_sends_bot_interrupted(
     await client.wait_for(
         lambda m: m.get("type") == "bot-audio-level" and m["data"]["value"] > 0.5, within=10
     )
-    mark = len(client.messages)
     client.send_rtvi("send-text", {"content": "Stop, please."})
     await client.wait_for(is_type("bot-interrupted"), within=5)
-    after = client.messages[mark:]
-    silent = next(m for m in after if m["type"] == "bot-audio-level")
-    assert silent["data"]["value"] == 0.0, "the flushed audio's level drops to 0 at once"
+    names = client.types()
+    cut = names.index("bot-interrupted")
+    levels = [m for m in client.messages[:cut] if m["type"] == "bot-audio-level"]
+    assert levels[-1]["data"]["value"] == 0.0, "the flushed audio's level drops to 0 at once"
 
 
 # -- the user speaking -----------------------------------------------------------------------
@@ -275,12 +276,14 @@ async def test_server_shutdown_is_a_fatal_error(
     client = RTCTestClient(server.url)
     try:
         await client.connect()
-        await asyncio.to_thread(server.stop)
+        server.proc.send_signal(signal.SIGTERM)
         error = await client.wait_for(is_type("error"), within=10)
         assert error["data"] == {"error": "the server is shutting down", "fatal": True}
+        await client.wait_for(lambda m: m.get("message", {}).get("type") == "peerLeft")
         assert_all_valid(client)
     finally:
         await client.close()
+        await asyncio.to_thread(server.stop)
 
 
 # -- function calls -------------------------------------------------------------------------------
