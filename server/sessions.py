@@ -108,10 +108,10 @@ class Session:
             on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
         )
         self.rtvi = RTVIHandler(self, handlers)
+        self.voice = VoiceSession(services, settings, self.outbound, self.send)
         self.system_log: SystemLogForwarder | None = None
         if settings.rtvi_system_log != "off":
             self.system_log = SystemLogForwarder(pc_id, self.send, settings.rtvi_system_log)
-        self.voice = VoiceSession(services, settings, self.outbound, self.send)
         with session_context(pc_id):  # the pipeline's tasks log as this session's
             self.voice.start()
         self._tasks: set[asyncio.Task[Any]] = set()
