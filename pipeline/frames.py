@@ -228,6 +228,13 @@ class FunctionCallCancelled(Event):
     function_name: str
 
 
+@dataclass(frozen=True, slots=True)
+class AppMessage(Event):
+    """A message for the client from the app or a tool (RTVI sends it as ``server-message``)."""
+
+    data: Any
+
+
 # -- what the aggregators report ------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from loguru import logger
 
 from pipeline.frames import (
+    AppMessage,
     Emitter,
     Event,
     FunctionCall,
@@ -135,7 +136,13 @@ class ToolRunner:
         def sink(result: Any, is_final: bool, run_llm: bool | None) -> None:
             self._report(call, task, result, is_final, run_llm)
 
-        tool_call = ToolCall(call.tool_call_id, call.function_name, dict(call.arguments), sink)
+        tool_call = ToolCall(
+            call.tool_call_id,
+            call.function_name,
+            dict(call.arguments),
+            sink,
+            notify=lambda data: self._notify(task, call, data),
+        )
         if spec is None:
             await tool_call.result_callback(error_result(f"unknown tool {call.function_name}"))
             return
@@ -168,6 +175,11 @@ class ToolRunner:
     def _failed(spec: ToolSpec, exc: Exception) -> dict[str, str]:
         logger.opt(exception=exc).warning("tool {} failed", spec.name)
         return error_result(f"{spec.name} failed: {str(exc) or type(exc).__name__}")
+
+    def _notify(self, task: asyncio.Task[Any], call: FunctionCall, data: Any) -> None:
+        entry = self._open.get(call.tool_call_id)
+        if entry is not None and entry[1] is task:  # a cancelled call stays quiet
+            self._feed(AppMessage(data))
 
     def _report(
         self,

@@ -41,7 +41,7 @@ import re
 import typing
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -59,6 +59,8 @@ ToolHandler = Callable[..., Awaitable[Any]]
 H = TypeVar("H", bound=ToolHandler)
 # (result, is_final, run_llm) → delivered to the conversation by the runner.
 ResultSink = Callable[[Any, bool, bool | None], None]
+# How much of a call the client is told: nothing but its id, its name, or everything.
+ReportLevel = Literal["none", "name", "full"]
 
 
 class ToolArgumentsError(ValueError):
@@ -75,12 +77,18 @@ class ToolCall:
     """One call of a tool, as its handler sees it."""
 
     def __init__(
-        self, tool_call_id: str, function_name: str, arguments: dict[str, Any], sink: ResultSink
+        self,
+        tool_call_id: str,
+        function_name: str,
+        arguments: dict[str, Any],
+        sink: ResultSink,
+        notify: Callable[[Any], None] | None = None,
     ) -> None:
         self.tool_call_id = tool_call_id
         self.function_name = function_name
         self.arguments = arguments  # as the LLM sent them, before validation
         self._sink = sink
+        self._notify = notify
         self._finished = False
 
     @property
@@ -97,6 +105,12 @@ class ToolCall:
             return  # one final result per call; late reports would confuse the context
         self._finished = is_final
         self._sink(result, is_final, run_llm)
+
+    def send_server_message(self, data: Any) -> None:
+        """Push ``data`` to the client (RTVI ``server-message``), e.g. to show progress.
+        Dropped when nobody listens (no client attached)."""
+        if self._notify is not None:
+            self._notify(data)
 
 
 # -- binding: arguments → handler parameters ------------------------------------------------
@@ -249,7 +263,9 @@ class ToolSpec:
     ``cancel_on_interruption=False`` makes it an async tool: it survives barge-ins and
     its results follow the async-tool protocol. ``run_llm`` is the default for its final
     result (None: the aggregator decides). ``client_side`` tools are executed by the
-    client (RTVI), not by the server runner, and need no handler.
+    client (RTVI), not by the server runner, and need no handler; their ``timeout`` is
+    how long the client may take. ``report_level`` is how much of its calls the client
+    sees (None: the session's default).
     """
 
     name: str
@@ -260,6 +276,7 @@ class ToolSpec:
     cancel_on_interruption: bool = True
     run_llm: bool | None = None
     client_side: bool = False
+    report_level: ReportLevel | None = None
     _binding: _Binding | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -288,6 +305,7 @@ class ToolSpec:
         timeout: float | None = DEFAULT_TIMEOUT_SECS,
         cancel_on_interruption: bool = True,
         run_llm: bool | None = None,
+        report_level: ReportLevel | None = None,
     ) -> ToolSpec:
         """A spec whose name, description and schema come from ``handler`` unless given."""
         doc_description, docs = parse_docstring(inspect.getdoc(handler))
@@ -301,6 +319,7 @@ class ToolSpec:
             timeout=timeout,
             cancel_on_interruption=cancel_on_interruption,
             run_llm=run_llm,
+            report_level=report_level,
         )
 
     def bind(self, arguments: Any, call: ToolCall) -> dict[str, Any]:
@@ -345,6 +364,7 @@ class ToolRegistry:
         timeout: float | None = DEFAULT_TIMEOUT_SECS,
         cancel_on_interruption: bool = True,
         run_llm: bool | None = None,
+        report_level: ReportLevel | None = None,
     ) -> Callable[[H], H]:
         """Register the decorated handler (see the module docstring); it is returned
         unchanged, so it can still be called directly."""
@@ -361,6 +381,7 @@ class ToolRegistry:
                     timeout=timeout,
                     cancel_on_interruption=cancel_on_interruption,
                     run_llm=run_llm,
+                    report_level=report_level,
                 )
             )
             return handler

@@ -16,11 +16,12 @@ from loguru import logger
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pipeline.tools import ToolRegistry
 from server import __version__, history, signalling, status
 from server.observability import ServerMetrics, add_metrics
 from server.readiness import NotReady, Readiness
 from server.registry import SessionRegistry
-from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS
+from server.rtvi_handler import ClientMessages
 from server.services import Services, build_services
 from server.settings import Settings, get_settings
 from server.shutdown import Drain, ShutdownHook, run_shutdown_hooks
@@ -172,8 +173,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         app.state.store = store
         services = build_services(settings)
-        handlers = dict(DEFAULT_CLIENT_MESSAGE_HANDLERS)
-        registry = SessionRegistry(settings, services, handlers, store=store)
+        for spec in app.state.tools:  # tools the app added (server- or client-side)
+            services.tools.register(spec)
+        registry = SessionRegistry(settings, services, app.state.client_messages, store=store)
         app.state.registry = registry
         app.state.services = services
         app.state.started = time.monotonic()
@@ -195,7 +197,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             purger.cancel()
             lag.cancel()
             await asyncio.gather(watcher, loading, purger, lag, return_exceptions=True)
-            await registry.close_all("server shutdown")
+            await registry.close_all("server shutdown", error="the server is shutting down")
             await run_shutdown_hooks(shutdown_hooks)
             await store.close()  # after the sessions: their last turns and ends are written
             await services.aclose()
@@ -207,6 +209,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Realtime voice-agent server: WebRTC signalling, sessions and RTVI.",
         lifespan=lifespan,
     )
+    # What an app adds before it starts: client-message handlers by ``t`` and tools
+    # (e.g. ``ToolSpec(..., client_side=True)``) on top of the built-in ones.
+    app.state.client_messages = ClientMessages.with_defaults()
+    app.state.tools = ToolRegistry()
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -112,9 +112,10 @@ class SessionRegistry:
         await session.close(reason)
         return True
 
-    async def close_all(self, reason: str) -> None:
+    async def close_all(self, reason: str, error: str | None = None) -> None:
+        """Close every session; ``error`` is told to each client as a fatal RTVI error."""
         sessions = list(self.sessions.values())
-        await asyncio.gather(*(s.close(reason) for s in sessions), return_exceptions=True)
+        await asyncio.gather(*(s.close(reason, error) for s in sessions), return_exceptions=True)
 
     # -- /start ----------------------------------------------------------------------
 

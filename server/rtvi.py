@@ -1,5 +1,11 @@
 """RTVI protocol models (label ``rtvi-ai``, protocol 1.4.0) and message builders.
 
+We announce 1.4.0, the version of the protocol this server implements. The official
+client (client-js 1.13, protocol 2.1.0) warns that the bot is older and then works; a
+2.x announcement would make it send ``dtmf`` and expect 2.x ``bot-output`` fields
+(``will_be_spoken``, ``spoken_status``), which 1.4.0 does not define. Server → client
+``data`` models live in :mod:`server.rtvi_messages`.
+
 Client messages are validated in two steps: the envelope (``label``, ``type``, ``id``,
 ``data``), then the ``data`` of the types we know. Both raise :class:`RTVIError`, which
 carries the message id (when there was one) so the answer can be an ``error-response``.
@@ -10,6 +16,14 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from server.rtvi_messages import (
+    BotReadyData,
+    ErrorData,
+    ErrorResponseData,
+    ServerResponseData,
+    build,
+)
 
 PROTOCOL_VERSION = "1.4.0"
 LABEL = "rtvi-ai"
@@ -77,12 +91,22 @@ class DisconnectBotData(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class FunctionCallResultData(BaseModel):
+    """``llm-function-call-result``: the client's answer to a client-side tool call."""
+
+    function_name: str
+    tool_call_id: str
+    arguments: dict[str, Any] = {}
+    result: dict[str, Any] | str
+
+
 # The client message types we understand, and the model of their ``data``.
 CLIENT_DATA_MODELS: dict[str, type[BaseModel]] = {
     "client-ready": ClientReadyData,
     "client-message": ClientMessageData,
     "send-text": SendTextData,
     "disconnect-bot": DisconnectBotData,
+    "llm-function-call-result": FunctionCallResultData,
 }
 
 
@@ -121,26 +145,22 @@ def version_major(version: str | None) -> int | None:
 
 
 def message(type_: str, data: Any = None, msg_id: str | None = None) -> dict[str, Any]:
-    """A server → client RTVI message."""
-    msg: dict[str, Any] = {"label": LABEL, "type": type_}
-    if msg_id is not None:
-        msg["id"] = msg_id
-    if data is not None:
-        msg["data"] = data
-    return msg
+    """A server → client RTVI message (``data`` a model of :mod:`server.rtvi_messages`,
+    or plain JSON)."""
+    return build(type_, data, msg_id)
 
 
 def bot_ready(msg_id: str, about: dict[str, Any]) -> dict[str, Any]:
-    return message("bot-ready", {"version": PROTOCOL_VERSION, "about": about}, msg_id)
+    return build("bot-ready", BotReadyData(version=PROTOCOL_VERSION, about=about), msg_id)
 
 
 def error_response(msg_id: str, error: str) -> dict[str, Any]:
-    return message("error-response", {"error": error}, msg_id)
+    return build("error-response", ErrorResponseData(error=error), msg_id)
 
 
 def error(error: str, fatal: bool = False) -> dict[str, Any]:
-    return message("error", {"error": error, "fatal": fatal})
+    return build("error", ErrorData(error=error, fatal=fatal))
 
 
 def server_response(msg_id: str, t: str, d: Any = None) -> dict[str, Any]:
-    return message("server-response", {"t": t, "d": d}, msg_id)
+    return build("server-response", ServerResponseData(t=t, d=d), msg_id)

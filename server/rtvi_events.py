@@ -2,23 +2,27 @@
 
 One observer per session, subscribed to the conversation's events. Bot speaking and the
 spoken text follow real playout (the outbound track reports them), not generation.
-Function-call reports honour a report level, since arguments and results can be private:
-``none`` (the events, with ids only), ``name`` (plus function names: the default) or
-``full`` (plus arguments and results).
+Function-call reports honour a report level per tool, since arguments and results can be
+private: ``none`` (the events, with ids only), ``name`` (plus function names: the
+default) or ``full`` (plus arguments and results). A client-side tool's
+``llm-function-call-in-progress`` always carries its name and arguments whatever the
+level: the client runs it and needs both (it sends them back with its result).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pipeline.aggregators.text import now_iso
 from pipeline.frames import (
+    AppMessage,
     BotStartedSpeaking,
     BotStoppedSpeaking,
     BotText,
     BotTextStarted,
     Emitter,
+    FunctionCall,
     FunctionCallCancelled,
     FunctionCallInProgress,
     FunctionCallResult,
@@ -38,9 +42,52 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.metrics import rtvi_metrics
+from pipeline.tools import ReportLevel, ToolRegistry
 from server import rtvi
+from server.rtvi_messages import (
+    BotOutputData,
+    FunctionCallInProgressData,
+    FunctionCallStartedData,
+    FunctionCallStoppedData,
+    LegacyFunctionCallData,
+    TextData,
+    UserTranscriptionData,
+)
 
-ReportLevel = Literal["none", "name", "full"]
+
+class FunctionCallReporting:
+    """What the client is told about each tool's calls.
+
+    The level of a tool is, first found: ``overrides[name]`` (the
+    ``function_call_report_levels`` setting), the tool's own ``report_level``, the
+    session ``default``. ``legacy`` announces client-side calls with the deprecated
+    ``llm-function-call`` instead of ``llm-function-call-in-progress`` (for clients that
+    predate it; the official client reacts to both, so it would run a tool twice).
+    """
+
+    def __init__(
+        self,
+        default: ReportLevel = "name",
+        overrides: Mapping[str, ReportLevel] | None = None,
+        tools: ToolRegistry | None = None,
+        legacy: bool = False,
+    ) -> None:
+        self.default = default
+        self.overrides = dict(overrides or {})
+        self.tools = tools
+        self.legacy = legacy
+
+    def level(self, function_name: str) -> ReportLevel:
+        if function_name in self.overrides:
+            return self.overrides[function_name]
+        spec = self.tools.get(function_name) if self.tools is not None else None
+        if spec is not None and spec.report_level is not None:
+            return spec.report_level
+        return self.default
+
+    def client_side(self, function_name: str) -> bool:
+        spec = self.tools.get(function_name) if self.tools is not None else None
+        return spec is not None and spec.client_side
 
 
 class RTVIEvents:
@@ -49,11 +96,15 @@ class RTVIEvents:
     def __init__(
         self,
         send: Callable[[dict[str, Any]], None],
-        report_level: ReportLevel = "name",
+        report_level: ReportLevel | FunctionCallReporting = "name",
         user_id: str = "",
     ) -> None:
         self._send = send
-        self.report_level = report_level
+        self.reporting = (
+            report_level
+            if isinstance(report_level, FunctionCallReporting)
+            else FunctionCallReporting(report_level)
+        )
         self.user_id = user_id
         self._function_names: dict[str, str] = {}
 
@@ -75,7 +126,9 @@ class RTVIEvents:
             events.on(kind, lambda _event, t=type_: self._send(rtvi.message(t)))
         events.on(Transcription, self._transcription)
         events.on(UserTranscript, self._user_text)
-        events.on(LLMText, lambda e: self._send(rtvi.message("bot-llm-text", {"text": e.text})))
+        events.on(
+            LLMText, lambda e: self._send(rtvi.message("bot-llm-text", TextData(text=e.text)))
+        )
         events.on(BotTextStarted, self._tts_text)
         events.on(BotText, self._bot_output)
         events.on(FunctionCallInProgress, self._call_started)
@@ -83,39 +136,67 @@ class RTVIEvents:
         events.on(FunctionCallCancelled, self._call_cancelled)
         events.on(Metric, lambda e: self._send(rtvi.message("metrics", rtvi_metrics(e))))
         events.on(ServiceError, self._error)
+        events.on(AppMessage, lambda e: self._send(rtvi.message("server-message", e.data)))
 
     def _transcription(self, event: Transcription) -> None:
-        data = {
-            "text": event.text,
-            "user_id": event.user_id or self.user_id,
-            "timestamp": now_iso(),
-            "final": event.final,
-        }
+        data = UserTranscriptionData(
+            text=event.text,
+            user_id=event.user_id or self.user_id,
+            timestamp=now_iso(),
+            final=event.final,
+        )
         self._send(rtvi.message("user-transcription", data))
 
     def _user_text(self, event: UserTranscript) -> None:
         if event.content:
-            self._send(rtvi.message("user-llm-text", {"text": event.content}))
+            self._send(rtvi.message("user-llm-text", TextData(text=event.content)))
 
     def _tts_text(self, event: BotTextStarted) -> None:
-        self._send(rtvi.message("bot-tts-text", {"text": event.text}))
+        self._send(rtvi.message("bot-tts-text", TextData(text=event.text)))
 
     def _bot_output(self, event: BotText) -> None:
         aggregated_by = "sentence" if event.spoken else "word"
-        data = {"text": event.text, "spoken": event.spoken, "aggregated_by": aggregated_by}
+        data = BotOutputData(text=event.text, spoken=event.spoken, aggregated_by=aggregated_by)
         self._send(rtvi.message("bot-output", data))
+        if event.spoken:
+            # What the bot's voice said, sentence by sentence (cut short on barge-in).
+            self._send(rtvi.message("bot-transcription", TextData(text=event.text)))
 
     # -- function calls ------------------------------------------------------------------
 
     def _call_started(self, event: FunctionCallInProgress) -> None:
         call = event.call
         self._function_names[call.tool_call_id] = call.function_name
-        named = self.report_level != "none"
-        started: dict[str, Any] = {"function_name": call.function_name} if named else {}
-        progress: dict[str, Any] = {"tool_call_id": call.tool_call_id, **started}
-        if self.report_level == "full":
-            progress["arguments"] = call.arguments
+        level = self.reporting.level(call.function_name)
+        named = level != "none"
+        started = FunctionCallStartedData()
+        if named:
+            started.function_name = call.function_name
         self._send(rtvi.message("llm-function-call-started", started))
+        if self.reporting.client_side(call.function_name):
+            self._announce_client_call(call)
+            return
+        progress = FunctionCallInProgressData(tool_call_id=call.tool_call_id)
+        if named:
+            progress.function_name = call.function_name
+        if level == "full":
+            progress.arguments = call.arguments
+        self._send(rtvi.message("llm-function-call-in-progress", progress))
+
+    def _announce_client_call(self, call: FunctionCall) -> None:
+        if self.reporting.legacy:
+            legacy = LegacyFunctionCallData(
+                function_name=call.function_name,
+                tool_call_id=call.tool_call_id,
+                args=call.arguments,
+            )
+            self._send(rtvi.message("llm-function-call", legacy))
+            return
+        progress = FunctionCallInProgressData(
+            tool_call_id=call.tool_call_id,
+            function_name=call.function_name,
+            arguments=call.arguments,
+        )
         self._send(rtvi.message("llm-function-call-in-progress", progress))
 
     def _call_result(self, event: FunctionCallResult) -> None:
@@ -129,11 +210,12 @@ class RTVIEvents:
 
     def _stopped(self, tool_call_id: str, cancelled: bool, result: Any) -> None:
         name = self._function_names.pop(tool_call_id)
-        data: dict[str, Any] = {"tool_call_id": tool_call_id, "cancelled": cancelled}
-        if self.report_level != "none":
-            data["function_name"] = name
-        if self.report_level == "full" and not cancelled:
-            data["result"] = result
+        level = self.reporting.level(name)
+        data = FunctionCallStoppedData(tool_call_id=tool_call_id, cancelled=cancelled)
+        if level != "none":
+            data.function_name = name
+        if level == "full" and not cancelled:
+            data.result = result
         self._send(rtvi.message("llm-function-call-stopped", data))
 
     def _error(self, event: ServiceError) -> None:

@@ -1,18 +1,32 @@
-"""Serves the RTVI messages a client sends: handshake, app requests, text input, hang-up."""
+"""Serves the RTVI messages a client sends: handshake, app requests, text input, hang-up,
+and the results of client-side tool calls.
+
+Apps answer their own ``client-message`` requests by registering a handler per ``t``
+in a :class:`ClientMessages` (the app's is ``app.state.client_messages``)::
+
+    @app.state.client_messages.on("weather")
+    async def weather(session: RTVISession, d: Any) -> Any:
+        return {"forecast": "sunny"}  # → server-response {t: "weather", d: ...}
+
+A handler that raises answers ``error-response``; an unknown ``t`` does too.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from loguru import logger
 
+from pipeline.client_tools import ClientToolError
 from server import __version__, rtvi
 from server.rtvi import (
     ClientMessageData,
     ClientReadyData,
     Envelope,
+    FunctionCallResultData,
     RTVIError,
     SendTextData,
 )
@@ -36,8 +50,13 @@ class RTVISession(Protocol):
 
     def info(self) -> dict[str, Any]: ...
 
+    def client_tool_result(self, data: FunctionCallResultData) -> None: ...
+
+    def send_server_message(self, data: Any) -> None: ...
+
 
 ClientMessageHandler = Callable[[RTVISession, Any], Awaitable[Any]]
+H = TypeVar("H", bound=ClientMessageHandler)
 
 
 async def echo_handler(session: RTVISession, d: Any) -> Any:
@@ -54,6 +73,38 @@ DEFAULT_CLIENT_MESSAGE_HANDLERS: dict[str, ClientMessageHandler] = {
     "echo": echo_handler,
     "session-info": session_info_handler,
 }
+
+
+class ClientMessages(dict[str, ClientMessageHandler]):
+    """The ``client-message`` handlers of an app, by ``t`` (shared by all its sessions:
+    a handler registered while the server runs serves the next request)."""
+
+    @classmethod
+    def with_defaults(cls) -> ClientMessages:
+        """The built-in ``echo`` and ``session-info`` handlers."""
+        return cls(DEFAULT_CLIENT_MESSAGE_HANDLERS)
+
+    def register(self, t: str, handler: ClientMessageHandler, *, replace: bool = False) -> None:
+        """Answer ``client-message`` requests of type ``t`` with ``handler(session, d)``."""
+        if not isinstance(t, str) or not t:
+            raise ValueError("a client-message type must be a non-empty string")
+        if not inspect.iscoroutinefunction(handler):
+            raise TypeError(f"the handler for {t!r} must be an async def")
+        if t in self and not replace:
+            raise ValueError(f"client-message {t!r} already has a handler")
+        self[t] = handler
+
+    def on(self, t: str, *, replace: bool = False) -> Callable[[H], H]:
+        """Decorator form of :meth:`register`; returns the handler unchanged."""
+
+        def decorate(handler: H) -> H:
+            self.register(t, handler, replace=replace)
+            return handler
+
+        return decorate
+
+    def unregister(self, t: str) -> None:
+        self.pop(t, None)
 
 
 class RTVIHandler:
@@ -83,6 +134,11 @@ class RTVIHandler:
                 if not data.content.strip():
                     raise RTVIError("send-text content is empty", envelope.id)
                 self._session.send_text(data)
+            elif isinstance(data, FunctionCallResultData):
+                try:
+                    self._session.client_tool_result(data)
+                except ClientToolError as exc:
+                    raise RTVIError(str(exc), envelope.id) from None
             elif envelope.type == "disconnect-bot":
                 self._session.request_close("disconnect-bot")
         except RTVIError as exc:

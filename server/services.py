@@ -18,9 +18,9 @@ from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS
 from pipeline.services.stt import STTService
 from pipeline.services.tts import TTSService
-from pipeline.tools import ToolRegistry
+from pipeline.tools import ToolRegistry, ToolSpec
 from pipeline.vad import SileroModel
-from server.settings import Settings
+from server.settings import ClientToolDefinition, Settings
 
 
 @dataclass
@@ -107,4 +107,20 @@ def build_services(settings: Settings) -> Services:
         type(llm).__name__,
         type(tts).__name__,
     )
-    return Services(stt, llm, tts, default_registry(), embedded, SileroModel.shared())
+    tools = default_registry()
+    for definition in settings.client_tools:
+        tools.register(client_tool_spec(definition, settings.client_tool_timeout))
+    return Services(stt, llm, tts, tools, embedded, SileroModel.shared())
+
+
+def client_tool_spec(definition: ClientToolDefinition, default_timeout: float) -> ToolSpec:
+    """The registry entry of a tool the client runs (``PARLEY_CLIENT_TOOLS``)."""
+    return ToolSpec(
+        name=definition.name,
+        description=definition.description,
+        parameters=definition.parameters,
+        timeout=definition.timeout or default_timeout,
+        cancel_on_interruption=definition.cancel_on_interruption,
+        client_side=True,
+        report_level=definition.report_level,
+    )

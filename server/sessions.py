@@ -19,13 +19,15 @@ from typing import Any
 from aiortc import RTCRtpReceiver, RTCSessionDescription
 from loguru import logger
 
+from server import rtvi
 from server.channel import ChatChannel
 from server.inbound_audio import InboundAudio, set_jitter_prefetch
-from server.rtvi import ClientReadyData, RTVIError, SendTextData
+from server.rtvi import ClientReadyData, FunctionCallResultData, RTVIError, SendTextData
 from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
 from server.session_record import SessionRecorder
 from server.settings import Settings
+from server.system_log import SystemLogForwarder, session_context
 from server.transcripts import TranscriptStore
 from server.voice import VoiceSession
 from server.webrtc import PacedAudioTrack, create_peer_connection
@@ -111,9 +113,11 @@ class Session:
             on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
         )
         self.rtvi = RTVIHandler(self, handlers)
-        # Tasks inherit the logging context: everything the session starts logs its id.
-        with logger.contextualize(session=pc_id):
-            self.voice = VoiceSession(services, settings, self.outbound, self.send)
+        self.voice = VoiceSession(services, settings, self.outbound, self.send)
+        self.system_log: SystemLogForwarder | None = None
+        if settings.rtvi_system_log != "off":
+            self.system_log = SystemLogForwarder(pc_id, self.send, settings.rtvi_system_log)
+        with session_context(pc_id):  # the pipeline's tasks log as this session's
             self.voice.start()
         self.record: SessionRecorder | None = None
         if store is not None:
@@ -137,7 +141,7 @@ class Session:
         # aiortc starts its transports' tasks here: they (and the callbacks they run)
         # inherit the session's logging context.
         async with self._negotiating:
-            with logger.contextualize(session=self.pc_id):
+            with session_context(self.pc_id):
                 return await self._negotiate(sdp, sdp_type)
 
     async def _negotiate(self, sdp: str, sdp_type: str) -> RTCSessionDescription:
@@ -198,7 +202,8 @@ class Session:
             self.track_status[str(message.get("receiver_index"))] = message.get("enabled")
 
     def _on_rtvi(self, raw: Any) -> None:
-        self.rtvi.handle(raw)
+        with session_context(self.pc_id):
+            self.rtvi.handle(raw)
 
     # -- what the RTVI handler and the pipeline use -----------------------------------
 
@@ -224,9 +229,19 @@ class Session:
             audio_response=options.audio_response if options else True,
         )
 
+    def client_tool_result(self, data: FunctionCallResultData) -> None:
+        """RTVI ``llm-function-call-result``; raises ``ClientToolError`` if no such call
+        waits for the client."""
+        self.voice.client_tool_result(data.tool_call_id, data.function_name, data.result)
+
+    def send_server_message(self, data: Any) -> None:
+        """Push an app-defined message to the client (RTVI ``server-message``)."""
+        self.send(rtvi.message("server-message", data))
+
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a task this session owns (cancelled when it closes)."""
-        task = asyncio.create_task(coro, name=f"{self.pc_id[:8]}:{name}")
+        with session_context(self.pc_id):
+            task = asyncio.create_task(coro, name=f"{self.pc_id[:8]}:{name}")
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
@@ -239,25 +254,28 @@ class Session:
 
     # -- closing ------------------------------------------------------------------
 
-    def request_close(self, reason: str) -> None:
-        """Start closing (idempotent); returns at once."""
+    def request_close(self, reason: str, error: str | None = None) -> None:
+        """Start closing (idempotent); returns at once. With ``error``, the client is told
+        first with a fatal RTVI ``error`` (the session ends because of it)."""
         if self._close_task is None:
-            with logger.contextualize(session=self.pc_id):
+            with session_context(self.pc_id):
                 self._close_task = asyncio.create_task(
-                    self._close(reason), name=f"close:{self.pc_id}"
+                    self._close(reason, error), name=f"close:{self.pc_id}"
                 )
 
-    async def close(self, reason: str) -> None:
+    async def close(self, reason: str, error: str | None = None) -> None:
         """Close and wait until everything the session owned is gone."""
-        self.request_close(reason)
+        self.request_close(reason, error)
         assert self._close_task is not None
         await asyncio.shield(self._close_task)
 
-    async def _close(self, reason: str) -> None:
+    async def _close(self, reason: str, error: str | None) -> None:
         self.state = SessionState.CLOSING
         self.close_reason = reason
         logger.info("session {} closing: {}", self.pc_id, reason)
         if self.channel.is_open:
+            if error is not None:
+                self.channel.send(rtvi.error(error, fatal=True))
             self.channel.send({"type": "signalling", "message": {"type": "peerLeft"}})
             await asyncio.sleep(0.05)  # let SCTP send it before the transport goes
         try:
@@ -268,6 +286,8 @@ class Session:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.system_log is not None:
+            self.system_log.close()
         self.outbound.stop()
         try:
             async with asyncio.timeout(CLOSE_TIMEOUT):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -16,6 +16,27 @@ class IceServer(BaseModel):
     urls: list[str] | str
     username: str | None = None
     credential: str | None = None
+
+
+ReportLevel = Literal["none", "name", "full"]
+
+
+class ClientToolDefinition(BaseModel):
+    """A tool the client runs (RTVI ``llm-function-call-result``), offered to the LLM."""
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    report_level: ReportLevel | None = None
+    timeout: float | None = Field(None, gt=0, description="Default: client_tool_timeout.")
+    cancel_on_interruption: bool = True
+
+    @field_validator("parameters")
+    @classmethod
+    def _object_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value.get("type") != "object":
+            raise ValueError('parameters must be a JSON schema with "type": "object"')
+        return value
 
 
 class Settings(BaseSettings):
@@ -102,8 +123,36 @@ class Settings(BaseSettings):
     tools_enabled: bool = Field(
         True, description="Offer the built-in tools to LLMs that can call them."
     )
-    function_call_report_level: Literal["none", "name", "full"] = Field(
+    function_call_report_level: ReportLevel = Field(
         "name", description="How much of a tool call the client sees: none, name, or full."
+    )
+    function_call_report_levels: dict[str, ReportLevel] = Field(
+        default_factory=dict,
+        description='Per-tool report levels over the default, JSON: {"get_current_time": "full"}.',
+    )
+    client_tools: list[ClientToolDefinition] = Field(
+        default_factory=list,
+        description="Tools the client runs, JSON: "
+        '[{"name": "get_location", "description": "...", "parameters": {JSON schema}}].',
+    )
+    client_tool_timeout: float = Field(
+        10.0, gt=0, description="Seconds a client has to answer a client-side tool call."
+    )
+    rtvi_audio_levels: bool = Field(
+        True, description="Send user-audio-level and bot-audio-level (10 Hz, while speaking)."
+    )
+    rtvi_bot_tts_audio: bool = Field(
+        False, description="Send the bot's TTS audio as bot-tts-audio messages (base64 PCM)."
+    )
+    rtvi_system_log: Literal["off", "TRACE", "DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "off",
+        description="Forward the session's log lines at this level and above as "
+        "system-log messages (they can hold private data).",
+    )
+    rtvi_legacy_function_call: bool = Field(
+        False,
+        description="Announce client-side tool calls with the deprecated llm-function-call "
+        "instead of llm-function-call-in-progress (for clients that predate it).",
     )
     vad_confidence: float = Field(0.7, gt=0, lt=1)
     vad_start_secs: float = Field(0.2, gt=0)

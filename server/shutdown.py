@@ -81,7 +81,9 @@ class Drain:
             logger.info("grace period over: closing {} session(s)", len(self.registry))
             try:
                 async with asyncio.timeout(CLOSE_SECONDS):
-                    await self.registry.close_all("server shutdown")
+                    await self.registry.close_all(
+                        "server shutdown", error="the server is shutting down"
+                    )
             except TimeoutError:
                 logger.warning("{} session(s) did not close in time", len(self.registry))
         self.done.set()

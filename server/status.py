@@ -127,3 +127,29 @@ async def delete_session(pc_id: str, registry: Registry) -> Closed:
     if not await registry.close(pc_id, "deleted"):
         raise HTTPException(404, f"unknown pc_id {pc_id!r}")
     return Closed(pc_id=pc_id)
+
+
+class ServerMessageRequest(BaseModel):
+    """``data`` goes to the client as it is, in an RTVI ``server-message``."""
+
+    data: Any
+
+
+class Sent(BaseModel):
+    pc_id: str
+    sent: Literal[True] = True
+
+
+@router.post(
+    "/api/sessions/{pc_id}/server-message",
+    response_model=Sent,
+    responses=ERRORS,
+    tags=["sessions"],
+)
+async def post_server_message(pc_id: str, body: ServerMessageRequest, registry: Registry) -> Sent:
+    """Push an app-defined message to the session's client (queued until its channel opens)."""
+    session = registry.get(pc_id)
+    if session is None:
+        raise HTTPException(404, f"unknown pc_id {pc_id!r}")
+    session.send_server_message(body.data)
+    return Sent(pc_id=pc_id)

@@ -13,16 +13,18 @@ from typing import Any
 
 from loguru import logger
 
+from pipeline.client_tools import ClientToolCalls, ClientToolError
 from pipeline.context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.frames import Event, Metric, ServiceError, Transcription
+from pipeline.frames import BotStoppedSpeaking, Event, Metric, ServiceError, Transcription
 from pipeline.messages import AssistantMessage, UserMessage
 from pipeline.metrics import Prices
 from pipeline.tool_runner import ToolRunner
 from pipeline.transcriber import Transcriber
 from pipeline.turns import UserTurnParams
-from pipeline.vad import VADAnalyzer, VADParams
-from server.rtvi_events import RTVIEvents
+from pipeline.vad import VADAnalyzer, VADParams, VADState
+from server.rtvi_audio import AudioLevelMeter, TTSAudioTap
+from server.rtvi_events import FunctionCallReporting, RTVIEvents
 from server.services import Services
 from server.settings import Settings
 from server.webrtc import PacedAudioTrack
@@ -54,10 +56,19 @@ class VoiceSession:
             user_idle_timeout=settings.user_idle_timeout,
         )
         prices = Prices(input=settings.llm_price_input, output=settings.llm_price_output)
+        # With bot-tts-audio on, the pipeline writes through a tap that also sends it.
+        pipeline_output = TTSAudioTap(output, send) if settings.rtvi_bot_tts_audio else output
         self.conversation = Conversation(
-            self.context, services.llm, services.tts, output, params, prices=prices
+            self.context, services.llm, services.tts, pipeline_output, params, prices=prices
         )
         output.listener = self.conversation
+        self.user_level: AudioLevelMeter | None = None
+        if settings.rtvi_audio_levels:
+            self.user_level = AudioLevelMeter("user-audio-level", send)
+            bot_level = AudioLevelMeter("bot-audio-level", send)
+            output.on_frame_sent = lambda frame: bot_level.push(frame, active=True)
+            # Playout ended (or was flushed by a barge-in): level 0, once.
+            self.conversation.events.on(BotStoppedSpeaking, lambda _: bot_level.silence())
         self.vad = VADAnalyzer(
             VADParams(
                 confidence=settings.vad_confidence,
@@ -70,7 +81,19 @@ class VoiceSession:
         self.tools = ToolRunner(services.tools, self.conversation.feed) if tools else None
         if self.tools is not None:
             self.tools.attach(self.conversation.events)
-        self.rtvi = RTVIEvents(send, settings.function_call_report_level)
+        self.client_tools: ClientToolCalls | None = None
+        if tools is not None:
+            self.client_tools = ClientToolCalls(
+                tools, self.conversation.feed, settings.client_tool_timeout
+            )
+            self.client_tools.attach(self.conversation.events)
+        reporting = FunctionCallReporting(
+            settings.function_call_report_level,
+            settings.function_call_report_levels,
+            tools,
+            legacy=settings.rtvi_legacy_function_call,
+        )
+        self.rtvi = RTVIEvents(send, reporting)
         self.rtvi.subscribe(self.conversation.events)
         self._idle_check: asyncio.Task[None] | None = None
 
@@ -90,6 +113,8 @@ class VoiceSession:
         for event in events:
             self._vad_event(event)
         self.conversation.tick()
+        if self.user_level is not None:
+            self.user_level.push(frame, self.vad.state is not VADState.QUIET)
 
     def _vad_event(self, event: Event) -> None:
         self.transcriber.handle(event)
@@ -130,6 +155,13 @@ class VoiceSession:
         if run_immediately:
             self.conversation.run_llm(audio=audio_response)
 
+    def client_tool_result(self, tool_call_id: str, function_name: str, result: Any) -> None:
+        """RTVI ``llm-function-call-result``; raises ``ClientToolError`` when no such call
+        waits for the client."""
+        if self.client_tools is None:
+            raise ClientToolError("this session offers no client-side tools")
+        self.client_tools.resolve(tool_call_id, function_name, result)
+
     def info(self) -> dict[str, Any]:
         """Conversation figures for the session endpoint."""
         transcript = [
@@ -151,6 +183,8 @@ class VoiceSession:
             self._idle_check.cancel()
             await asyncio.gather(self._idle_check, return_exceptions=True)
         await self.transcriber.close()
+        if self.client_tools is not None:
+            self.client_tools.close()
         if self.tools is not None:
             await self.tools.close()
         await self.conversation.close()

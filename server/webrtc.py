@@ -89,6 +89,8 @@ class PacedAudioTrack(MediaStreamTrack):
         self._marks: deque[tuple[int, Callable[[], None]]] = deque()
         self._encoder = OpusEncoder()
         self.playing = False
+        # Told each frame of queued audio as it is sent (e.g. to meter the bot's level).
+        self.on_frame_sent: Callable[[bytes], None] | None = None
 
     @property
     def queued_seconds(self) -> float:
@@ -214,4 +216,6 @@ class PacedAudioTrack(MediaStreamTrack):
         chunk = self._take_frame()
         if had_audio or self.playing:
             self._report(had_audio)
+            if had_audio and self.on_frame_sent is not None:
+                self.on_frame_sent(chunk)
         return chunk

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pipeline.frames import (
+    AppMessage,
     BotStartedSpeaking,
     BotStoppedSpeaking,
     BotText,
@@ -25,11 +26,15 @@ from pipeline.frames import (
     Transcription,
     TTSStarted,
     TTSStopped,
+    UserMuteStarted,
+    UserMuteStopped,
     UserTranscript,
     UserTurnStarted,
     UserTurnStopped,
 )
-from server.rtvi_events import RTVIEvents
+from pipeline.tools import ToolRegistry, ToolSpec
+from server import rtvi_messages
+from server.rtvi_events import FunctionCallReporting, RTVIEvents
 
 
 def observe(level: str = "name") -> tuple[Emitter, list[dict[str, Any]]]:
@@ -70,6 +75,7 @@ def test_a_voice_turn_in_order() -> None:
         "bot-started-speaking",
         "bot-tts-text",
         "bot-output",
+        "bot-transcription",
         "bot-stopped-speaking",
         "metrics",
     ]
@@ -79,13 +85,20 @@ def test_a_voice_turn_in_order() -> None:
     assert transcription["final"] is True and transcription["user_id"] == "u1"
     assert transcription["timestamp"].endswith("+00:00")
     assert sent[11]["data"] == {"text": "Four.", "spoken": True, "aggregated_by": "sentence"}
-    assert sent[13]["data"] == {"ttfb": [{"processor": "llm", "model": "smol", "value": 0.2}]}
+    assert sent[12]["data"] == {"text": "Four."}
+    assert sent[14]["data"] == {"ttfb": [{"processor": "llm", "model": "smol", "value": 0.2}]}
 
 
 def test_text_only_output_is_not_marked_spoken() -> None:
     events, sent = observe()
     events.emit(BotText("Hi", spoken=False, includes_spaces=True))
-    assert sent[0]["data"] == {"text": "Hi", "spoken": False, "aggregated_by": "word"}
+    assert sent == [
+        {
+            "label": "rtvi-ai",
+            "type": "bot-output",
+            "data": {"text": "Hi", "spoken": False, "aggregated_by": "word"},
+        }
+    ], "text that was not spoken has no bot-transcription"
 
 
 def test_barge_in_and_errors() -> None:
@@ -138,3 +151,73 @@ def test_cancelled_call_is_reported_stopped_once() -> None:
         "function_name": "research",
     }
     assert len(sent) == 3
+
+
+def tools() -> ToolRegistry:
+    registry = ToolRegistry()
+    schema = {"type": "object", "properties": {}}
+    registry.register(ToolSpec("secret_lookup", "", schema, client_side=True, report_level="none"))
+    registry.register(ToolSpec("where", "", schema, client_side=True))
+    return registry
+
+
+def test_report_level_precedence_setting_then_tool_then_default() -> None:
+    reporting = FunctionCallReporting("name", {"where": "full"}, tools())
+    assert reporting.level("where") == "full", "the setting beats the default"
+    assert reporting.level("secret_lookup") == "none", "the tool's own level"
+    assert reporting.level("anything_else") == "name"
+    assert (
+        FunctionCallReporting("full", {"secret_lookup": "name"}, tools()).level("secret_lookup")
+        == "name"
+    )
+
+
+def test_client_side_calls_always_carry_name_and_arguments() -> None:
+    events, sent = Emitter(), []
+    RTVIEvents(sent.append, FunctionCallReporting("name", {}, tools())).subscribe(events)
+    events.emit(FunctionCallInProgress(FunctionCall("c1", "secret_lookup", {"q": "x"})))
+    events.emit(FunctionCallResult("c1", "secret_lookup", {"answer": 42}))
+    for msg in sent:
+        rtvi_messages.validate(msg)
+    assert [(m["type"], m["data"]) for m in sent] == [
+        ("llm-function-call-started", {}),
+        ("llm-function-call-in-progress",
+         {"tool_call_id": "c1", "function_name": "secret_lookup", "arguments": {"q": "x"}}),
+        ("llm-function-call-stopped", {"tool_call_id": "c1", "cancelled": False}),
+    ]  # fmt: skip
+
+
+def test_legacy_clients_get_llm_function_call_instead() -> None:
+    events, sent = Emitter(), []
+    reporting = FunctionCallReporting("name", {}, tools(), legacy=True)
+    RTVIEvents(sent.append, reporting).subscribe(events)
+    events.emit(FunctionCallInProgress(FunctionCall("c1", "where", {"p": 1})))
+    events.emit(FunctionCallInProgress(FunctionCall("s1", "server_tool", {"p": 1})))
+    for msg in sent:
+        rtvi_messages.validate(msg)
+    assert [m["type"] for m in sent] == [
+        "llm-function-call-started",
+        "llm-function-call",
+        "llm-function-call-started",
+        "llm-function-call-in-progress",
+    ], "only client-side calls use the legacy form (and never both: no double runs)"
+    assert sent[1]["data"] == {"function_name": "where", "tool_call_id": "c1", "args": {"p": 1}}
+
+
+def test_app_messages_become_server_messages() -> None:
+    events, sent = observe()
+    events.emit(AppMessage({"progress": 0.5}))
+    assert sent == [{"label": "rtvi-ai", "type": "server-message", "data": {"progress": 0.5}}]
+
+
+def test_events_without_data_map_to_their_messages() -> None:
+    events, sent = observe()
+    for event in (UserMuteStarted(1.0), UserMuteStopped(2.0), Interruption(3.0)):
+        events.emit(event)
+    for msg in sent:
+        assert rtvi_messages.validate(msg) is None
+    assert [m["type"] for m in sent] == [
+        "user-mute-started",
+        "user-mute-stopped",
+        "bot-interrupted",
+    ]

@@ -44,3 +44,32 @@ def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARLEY_MAX_SESSIONS", "0")
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_rtvi_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_FUNCTION_CALL_REPORT_LEVELS", '{"get_current_time": "full"}')
+    monkeypatch.setenv("PARLEY_CLIENT_TOOLS", '[{"name": "get_location"}]')
+    settings = Settings()
+    assert settings.function_call_report_levels == {"get_current_time": "full"}
+    tool = settings.client_tools[0]
+    assert tool.parameters == {"type": "object", "properties": {}} and tool.timeout is None
+    assert (settings.rtvi_audio_levels, settings.rtvi_bot_tts_audio) == (True, False)
+    assert settings.rtvi_system_log == "off"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PARLEY_FUNCTION_CALL_REPORT_LEVELS", '{"get_current_time": "everything"}'),
+        ("PARLEY_CLIENT_TOOLS", '[{"name": "has spaces"}]'),
+        ("PARLEY_CLIENT_TOOLS", '[{"name": "t", "parameters": {"type": "string"}}]'),
+        ("PARLEY_CLIENT_TOOL_TIMEOUT", "0"),
+        ("PARLEY_RTVI_SYSTEM_LOG", "loud"),
+    ],
+)
+def test_invalid_rtvi_settings_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()

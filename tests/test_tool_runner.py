@@ -14,6 +14,7 @@ from pipeline.aggregators import AssistantAggregator
 from pipeline.builtin_tools import default_registry
 from pipeline.context import LLMContext
 from pipeline.frames import (
+    AppMessage,
     Emitter,
     Event,
     FunctionCall,
@@ -340,3 +341,34 @@ async def test_client_side_tools_are_left_to_the_client() -> None:
     bench.start(("c1", "show_map", {}))
     await asyncio.sleep(0.01)
     assert bench.seen == [] and bench.runner.running == frozenset()
+
+
+async def test_a_tool_can_push_messages_to_the_client_until_cancelled() -> None:
+    registry = ToolRegistry()
+    release = asyncio.Event()
+    helpers: list[asyncio.Task[None]] = []
+
+    @registry.tool()
+    async def long_job(*, call: ToolCall) -> str:
+        """A job that tells the client how it goes."""
+
+        async def report_later() -> None:
+            await release.wait()
+            call.send_server_message({"step": 2})
+
+        call.send_server_message({"step": 1})
+        helpers.append(asyncio.create_task(report_later()))
+        await asyncio.Event().wait()
+        return "never"
+
+    bench = Bench(registry)
+    pushed: list[AppMessage] = []
+    bench.events.on(AppMessage, pushed.append)
+    bench.start(("c1", "long_job", {}))
+    await until(lambda: len(pushed) == 1)
+    assert pushed[0].data == {"step": 1}
+    bench.events.emit(Interruption(1.0))  # cancels the call: nothing more from it
+    release.set()
+    await asyncio.gather(*helpers)
+    assert len(pushed) == 1
+    await bench.runner.close()
