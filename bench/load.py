@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.measure import ProcSampler, log_problems, pacing, start_profiler, stats
+from bench.measure import ProcSampler, log_problems, loop_lag, pacing, start_profiler, stats
 from bench.targets import start_stub, start_target
 from bench.voice_latency import speech_seconds
 from tests.conftest import make_speech
@@ -271,6 +271,11 @@ def markdown(summary: dict[str, Any]) -> str:
     out += ["", f"user errors: {len(summary['user_errors'])}; server log: {log['errors']} "
             f"error lines, {log['warnings']} warnings; barge-ins missed: "
             f"{summary['barge_in_missed']}"]  # fmt: skip
+    lag = summary.get("event_loop_lag") or {}
+    if lag.get("samples"):
+        out.append(f"event-loop lag ({lag['samples']} probes): mean {lag['mean_ms']} ms, "
+                   f"95 % under {lag['p95_under_ms']} ms, worst of the last 10 s "
+                   f"{lag['recent_max_ms']} ms")  # fmt: skip
     return "\n".join(out)
 
 
@@ -366,6 +371,7 @@ def run_target(
         started = time.monotonic()
         results = asyncio.run(run_users(server.url, args, qs, barge))
         run_seconds = time.monotonic() - started
+        lag = loop_lag(server.url) if target == "parley" else {}
     finally:
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)
@@ -379,6 +385,7 @@ def run_target(
     summary = aggregate(results, args, sampler)
     summary["target"] = target
     summary["run_seconds"] = round(run_seconds, 1)
+    summary["event_loop_lag"] = lag
     summary["server_log"] = log_problems(log_path.read_text()) | {"path": str(log_path)}
     return summary
 

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 FRAME = 0.020
 GAP = 0.060
 
@@ -121,3 +123,31 @@ def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
     cmd = ["py-spy", "record", "--pid", str(pid), "--rate", "200", "--format", "speedscope",
            "--output", str(out), "--nonblocking", "--threads"]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def loop_lag(base_url: str) -> dict[str, Any]:
+    """The server's event-loop lag from its /metrics histogram: samples, mean, the bucket
+    bound under which 95 % fell, and the worst of the last 10 s (Parley only)."""
+    try:
+        text = httpx.get(f"{base_url}/metrics", timeout=5).text
+    except httpx.HTTPError as exc:
+        return {"error": str(exc)}
+    buckets: list[tuple[float, float]] = []
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("parley_event_loop_lag_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float(le), float(line.rsplit(" ", 1)[1])))
+        elif line.startswith(("parley_event_loop_lag_seconds_", "parley_event_loop_lag_max")):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    count = values.get("parley_event_loop_lag_seconds_count", 0.0)
+    if not count:
+        return {"samples": 0}
+    p95 = next((le for le, n in buckets if n >= 0.95 * count), float("inf"))
+    return {
+        "samples": int(count),
+        "mean_ms": round(1000 * values["parley_event_loop_lag_seconds_sum"] / count, 2),
+        "p95_under_ms": 1000 * p95,
+        "recent_max_ms": round(1000 * values.get("parley_event_loop_lag_max_seconds", 0.0), 1),
+    }
