@@ -18,16 +18,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pipeline.vad import (
-    CONTEXT,
-    SAMPLE_RATE,
-    STATE_SIZE,
-    WINDOW,
-    SileroModel,
-    VADAnalyzer,
-    VADBatch,
-    find_silero_model,
-)
+from pipeline.silero import CONTEXT, SAMPLE_RATE, STATE_SIZE, WINDOW, SileroModel, find_silero_model
+from pipeline.vad import VADAnalyzer, VADBatch
 from tests.test_vad import SENTENCE_A, SENTENCE_B, espeak, timeline
 
 FRAME = 320

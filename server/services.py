@@ -18,8 +18,8 @@ from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS
 from pipeline.services.stt import STTService
 from pipeline.services.tts import TTSService
+from pipeline.silero import SileroModel
 from pipeline.tools import ToolRegistry, ToolSpec
-from pipeline.vad import SileroModel
 from server.settings import ClientToolDefinition, Settings
 
 

@@ -34,7 +34,7 @@ from pipeline.services.local_llm import ContextWindow, LocalLLM, estimate_tokens
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.local_tts import PEAK_CEILING_DBFS, TARGET_RMS_DBFS, LocalTTS, speech_rms
 from pipeline.services.workers import PoolSaturated, WorkerPool
-from pipeline.vad import ModelFileError as VADModelFileError
+from pipeline.silero import ModelFileError as VADModelFileError
 from tests.test_vad import espeak
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from pipeline import vad
+from pipeline import silero
 from pipeline.services.workers import WorkerPool
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class ModelFileError(vad.ModelFileError):
+class ModelFileError(silero.ModelFileError):
     """An embedded model's file is missing or not the one we pinned. A subclass of the
     VAD's error, so one ``except`` at start-up covers every model file."""
 
