@@ -10,7 +10,7 @@
 # 6. a container on a random 127.0.0.1 port, healthy (HEALTHCHECK) within 20 s, then
 #    tests/container_check.py: /health, a real offer/answer and the RTVI handshake, the
 #    greeting and a text turn, then a second client whose media is relayed by the TURN server;
-# 7. both containers are removed whatever happens.
+# 7. both containers (and their anonymous volumes) are removed whatever happens.
 #
 # Environment: PY (python with the dev extra, default .venv/bin/python),
 # PARLEY_CONTAINER_STATE (podman's storage and config, default /var/tmp/parley-container),
@@ -124,7 +124,7 @@ cleanup() {
       echo "--- $name log (last 60 lines)"
       pod logs --tail 60 "$name" 2>&1 || true
     fi
-    pod rm -f -t 5 "$name" >/dev/null 2>&1 || true
+    pod rm -f -v -t 5 "$name" >/dev/null 2>&1 || true
   done
   exit "$status"
 }
