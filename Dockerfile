@@ -59,6 +59,7 @@ RUN --mount=type=secret,id=pip_ca,required=false \
 
 USER 10001:10001
 
+# /data belongs to the server's user, so a named volume mounted there starts writable.
 ENV PARLEY_HOST=0.0.0.0 \
     PARLEY_PORT=7860 \
     PARLEY_STATIC_DIR=/app/static \

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 export PIP_NO_INPUT := 1
 
-.PHONY: run test install install-dev test-tools lint format clean
+.PHONY: run test container-test install install-dev test-tools lint format clean
 
 run: $(VENV)/.runtime
 	$(PY) -m server
@@ -41,6 +41,13 @@ test-tools:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=300 $$missing >/dev/null; \
 	fi
+
+# Build the image with podman (installed from Debian if missing), run it and talk to it over
+# WebRTC, directly and through the TURN image; see tests/container_test.sh. Its client runs
+# in $(VENV), which `make test` (or `make install-dev`) must have made first: no install
+# here, so that it can run beside a venv in use.
+container-test:
+	PY=$(PY) tests/container_test.sh
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

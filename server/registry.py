@@ -74,7 +74,7 @@ class SessionRegistry:
             raise ShuttingDown("the server is shutting down")
         if len(self.sessions) >= self.settings.max_sessions:
             raise CapacityError(f"all {self.settings.max_sessions} session slots are in use")
-        pc_id = pc_id or new_id()
+        pc_id = pc_id or new_id(self.settings.replica_id)
         session = Session(
             pc_id,
             self.settings,
@@ -126,7 +126,7 @@ class SessionRegistry:
         self.expire_starts()
         if len(self.starts) >= STARTS_PER_SLOT * self.settings.max_sessions:
             raise CapacityError("too many sessions are waiting for an offer")
-        record = StartRecord(session_id=new_id(), request_data=request_data)
+        record = StartRecord(session_id=new_id(self.settings.replica_id), request_data=request_data)
         self.starts[record.session_id] = record
         return record
 

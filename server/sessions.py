@@ -324,6 +324,8 @@ class Session:
         }
 
 
-def new_id() -> str:
-    """An unguessable identifier for sessions and peer connections."""
-    return secrets.token_urlsafe(16)
+def new_id(prefix: str = "") -> str:
+    """An unguessable identifier for sessions and peer connections, after ``prefix.``
+    when given (the replica that owns it; the random part never contains a dot)."""
+    token = secrets.token_urlsafe(16)
+    return f"{prefix}.{token}" if prefix else token

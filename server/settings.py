@@ -87,6 +87,13 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(65536, ge=1024, description="Largest HTTP request body accepted.")
     retry_after: int = Field(5, ge=1, description="Retry-After seconds sent with a 503 when full.")
+    replica_id: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9_-]{0,32}$",
+        description="Prefix of the session ids and pc_ids this server makes ('<replica_id>.' "
+        "then random), so that a load balancer can send every request of a session to the "
+        "replica that owns it. Empty: no prefix.",
+    )
 
     preload_models: bool = Field(
         True, description="Load the embedded models at start-up (else on first use)."

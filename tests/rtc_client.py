@@ -15,7 +15,7 @@ import json
 import sys
 import time
 import wave
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -101,10 +101,15 @@ class RTCTestClient:
         wav: str | None = None,
         ping: bool = True,
         jitter_frames: int | None = None,
+        configuration: RTCConfiguration | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=20)
-        self.pc = RTCPeerConnection(RTCConfiguration(bundlePolicy=RTCBundlePolicy.MAX_BUNDLE))
+        # max-bundle always: the transceiver order below depends on it.
+        bundled = replace(
+            configuration or RTCConfiguration(), bundlePolicy=RTCBundlePolicy.MAX_BUNDLE
+        )
+        self.pc = RTCPeerConnection(bundled)
         self.mic = TestMicrophone()
         if wav:
             self.mic.play(wav)
