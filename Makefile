@@ -46,7 +46,7 @@ test-tools:
 # WebRTC, directly and through the TURN image; see tests/container_test.sh. Its client runs
 # in $(VENV), which `make test` (or `make install-dev`) must have made first: no install
 # here, so that it can run beside a venv in use.
-container-test:
+container-test: $(VENV)/.dev
 	PY=$(PY) tests/container_test.sh
 
 lint: $(VENV)/.dev
