@@ -44,8 +44,7 @@ test-tools:
 
 # Build the image with podman (installed from Debian if missing), run it and talk to it over
 # WebRTC, directly and through the TURN image; see tests/container_test.sh. Its client runs
-# in $(VENV), which `make test` (or `make install-dev`) must have made first: no install
-# here, so that it can run beside a venv in use.
+# in $(VENV) (installed first if missing).
 container-test: $(VENV)/.dev
 	PY=$(PY) tests/container_test.sh
 
