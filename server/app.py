@@ -10,13 +10,14 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import __version__, signalling, status
+from server import __version__, auth, signalling, status
 from server.registry import SessionRegistry
 from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS
 from server.services import Services, build_services
@@ -152,6 +153,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    auth.install(app, [key.get_secret_value() for key in settings.api_keys])
+    if settings.cors_origins:
+        # Outermost, so that preflights and error answers (401, 413) carry CORS headers too.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
     app.include_router(signalling.router)
     app.include_router(status.router)
     static_dir = find_static_dir(settings.static_dir)

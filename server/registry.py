@@ -8,6 +8,8 @@ from typing import Any
 
 from loguru import logger
 
+from server.auth import owns
+from server.rate_limit import KeyedRateLimiter
 from server.rtvi_handler import ClientMessageHandler
 from server.services import Services
 from server.sessions import (
@@ -38,6 +40,12 @@ class SessionRegistry:
         self.sessions: dict[str, Session] = {}
         self.starts: dict[str, StartRecord] = {}
         self.total_created = 0
+        # New sessions per client address (POST /start and fresh offers).
+        self.new_session_rate: KeyedRateLimiter | None = (
+            KeyedRateLimiter(settings.session_rate_per_minute / 60.0, settings.session_burst)
+            if settings.session_rate_per_minute > 0
+            else None
+        )
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -45,12 +53,18 @@ class SessionRegistry:
     def get(self, pc_id: str) -> Session | None:
         return self.sessions.get(pc_id)
 
+    def get_owned(self, pc_id: str, owner: str | None) -> Session | None:
+        """The session ``pc_id`` if ``owner`` created it; another's looks unknown."""
+        session = self.sessions.get(pc_id)
+        return session if session is not None and owns(session.owner, owner) else None
+
     def create(
         self,
         client: ClientInfo,
         request_data: Any = None,
         pc_id: str | None = None,
         start: StartRecord | None = None,
+        owner: str | None = None,
     ) -> Session:
         """A new session under ``pc_id`` (or a fresh id); raises CapacityError when full."""
         if len(self.sessions) >= self.settings.max_sessions:
@@ -65,6 +79,7 @@ class SessionRegistry:
             request_data=request_data,
             start_id=start.session_id if start else None,
             on_closed=self._remove,
+            owner=owner,
         )
         if start is not None:
             start.pc_id = pc_id
@@ -94,12 +109,12 @@ class SessionRegistry:
 
     # -- /start ----------------------------------------------------------------------
 
-    def start(self, request_data: Any) -> StartRecord:
+    def start(self, request_data: Any, owner: str | None = None) -> StartRecord:
         """Register a ``POST /start`` session id; raises CapacityError when too many wait."""
         self.expire_starts()
         if len(self.starts) >= STARTS_PER_SLOT * self.settings.max_sessions:
             raise CapacityError("too many sessions are waiting for an offer")
-        record = StartRecord(session_id=new_id(), request_data=request_data)
+        record = StartRecord(session_id=new_id(), request_data=request_data, owner=owner)
         self.starts[record.session_id] = record
         return record
 

@@ -19,7 +19,9 @@ from typing import Any
 from aiortc import MediaStreamTrack, RTCSessionDescription
 from loguru import logger
 
+from server import rtvi
 from server.channel import ChatChannel
+from server.rate_limit import TokenBucket
 from server.rtvi import ClientReadyData, RTVIError, SendTextData
 from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
@@ -66,6 +68,7 @@ class StartRecord:
     request_data: Any
     created: float = field(default_factory=time.monotonic)
     pc_id: str | None = None
+    owner: str | None = None
 
 
 def _iso(wall: float) -> str:
@@ -85,8 +88,10 @@ class Session:
         request_data: Any = None,
         start_id: str | None = None,
         on_closed: Callable[[Session], None] | None = None,
+        owner: str | None = None,
     ) -> None:
         self.pc_id = pc_id
+        self.owner = owner  # the credential that created it (auth.require_api_key)
         self.start_id = start_id
         self.client = client
         self.request_data = request_data
@@ -96,6 +101,7 @@ class Session:
         self.last_activity = time.monotonic()
         self.audio_frames_in = 0
         self.track_status: dict[str, Any] = {}
+        self.candidates_added = 0
 
         self.pc = create_peer_connection(settings.ice_servers)
         self.outbound = PacedAudioTrack()
@@ -104,8 +110,10 @@ class Session:
             on_signalling=self._on_signalling,
             on_rtvi=self._on_rtvi,
             on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
+            max_message_bytes=settings.max_message_bytes,
+            rate=TokenBucket(settings.message_rate, settings.message_burst),
         )
-        self.rtvi = RTVIHandler(self, handlers)
+        self.rtvi = RTVIHandler(self, handlers, max_text_chars=settings.max_text_chars)
         self.voice = VoiceSession(services, settings, self.outbound, self.send)
         self.voice.start()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -118,6 +126,8 @@ class Session:
         self.pc.on("track", self._on_track)
         self.pc.on("datachannel", self.channel.attach)
         self.pc.on("connectionstatechange", self._on_connection_state)
+        if settings.max_session_seconds > 0:
+            self.spawn(self._expire_after(settings.max_session_seconds), "max-duration")
 
     # -- negotiation --------------------------------------------------------------
 
@@ -218,6 +228,13 @@ class Session:
             self.rtvi.report(RTVIError(f"internal error in {task.get_name()}"))
 
     # -- closing ------------------------------------------------------------------
+
+    async def _expire_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        limit = f"{seconds:g} s"
+        logger.info("session {}: reached the maximum duration of {}", self.pc_id, limit)
+        self.send(rtvi.error(f"the session reached its maximum duration ({limit})", fatal=True))
+        self.request_close("maximum duration reached")
 
     def request_close(self, reason: str) -> None:
         """Start closing (idempotent); returns at once."""

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
 
 from server import __version__
+from server.auth import Owner
 from server.signalling import ERRORS, Registry
 
 router = APIRouter()
@@ -73,25 +74,28 @@ async def health(request: Request, registry: Registry) -> Health:
 
 
 @router.get("/api/sessions", response_model=SessionList, tags=["sessions"])
-async def list_sessions(registry: Registry) -> dict[str, Any]:
-    """Every live session."""
-    return {"sessions": [s.info() for s in registry.sessions.values()]}
+async def list_sessions(registry: Registry, owner: Owner) -> dict[str, Any]:
+    """Every live session (with API keys: those made with the caller's key)."""
+    sessions = [registry.get_owned(pc_id, owner) for pc_id in list(registry.sessions)]
+    return {"sessions": [s.info() for s in sessions if s is not None]}
 
 
 @router.get(
     "/api/sessions/{pc_id}", response_model=SessionInfo, responses=ERRORS, tags=["sessions"]
 )
-async def get_session(pc_id: str, registry: Registry) -> dict[str, Any]:
+async def get_session(pc_id: str, registry: Registry, owner: Owner) -> dict[str, Any]:
     """One live session."""
-    session = registry.get(pc_id)
+    session = registry.get_owned(pc_id, owner)
     if session is None:
         raise HTTPException(404, f"unknown pc_id {pc_id!r}")
     return session.info()
 
 
 @router.delete("/api/sessions/{pc_id}", response_model=Closed, responses=ERRORS, tags=["sessions"])
-async def delete_session(pc_id: str, registry: Registry) -> Closed:
+async def delete_session(pc_id: str, registry: Registry, owner: Owner) -> Closed:
     """Hang up: the peer connection is closed and everything the session owned is freed."""
-    if not await registry.close(pc_id, "deleted"):
+    session = registry.get_owned(pc_id, owner)
+    if session is None:
         raise HTTPException(404, f"unknown pc_id {pc_id!r}")
+    await session.close("deleted")
     return Closed(pc_id=pc_id)

@@ -43,6 +43,9 @@ class ServerProcess:
             # and do not greet (a greeting would load the TTS).
             "PARLEY_PRELOAD_MODELS": "false",
             "PARLEY_GREETING": "",
+            # Every test client comes from 127.0.0.1: no per-address limit on new sessions
+            # unless a test sets one (tests/test_limits.py).
+            "PARLEY_SESSION_RATE_PER_MINUTE": "0",
             **env,
         }
         self._log = log_path.open("w")
