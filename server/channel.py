@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,8 @@ from server.rate_limit import TokenBucket
 MAX_MESSAGE_BYTES = 64 * 1024
 # Messages waiting for the channel to open; the oldest are dropped past this.
 MAX_PENDING = 256
+# A flood is reported at most this often (seconds): the reports must not be a flood too.
+FLOOD_REPORT_INTERVAL = 2.0
 
 
 class ChatChannel:
@@ -22,7 +25,7 @@ class ChatChannel:
 
     Every inbound message counts as a sign of life (``on_alive``); text that is too large
     or not JSON goes to ``on_invalid`` with the reason. Past the ``rate`` bucket, messages
-    are dropped unread, and ``on_invalid`` hears once per flood (not once per message).
+    are dropped unread, and ``on_invalid`` hears of it at most every couple of seconds.
     """
 
     def __init__(
@@ -42,7 +45,7 @@ class ChatChannel:
         self._pending: list[str] = []
         self._max_bytes = max_message_bytes
         self._rate = rate
-        self._flooding = False
+        self._flood_reported = -FLOOD_REPORT_INTERVAL
         self.pings = 0
         self.dropped = 0
 
@@ -87,12 +90,12 @@ class ChatChannel:
         self._on_alive()
         if self._rate is not None and self._rate.take() > 0:
             self.dropped += 1
-            if not self._flooding:
-                self._flooding = True
+            now = time.monotonic()
+            if now - self._flood_reported >= FLOOD_REPORT_INTERVAL:
+                self._flood_reported = now
                 limit = f"{self._rate.rate:g} per second, {self._rate.burst:g} at once"
                 self._on_invalid(f"too many messages ({limit}): dropping them")
             return
-        self._flooding = False
         size = _size(payload, self._max_bytes)
         if size > self._max_bytes:
             self._on_invalid(f"message too large: {size} bytes (limit {self._max_bytes})")
