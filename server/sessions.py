@@ -141,7 +141,10 @@ class Session:
             except Exception as exc:
                 raise OfferError(f"the offer could not be applied: {exc}") from exc
             self._attach_media()
-            await self.pc.setLocalDescription(await self.pc.createAnswer())
+            try:
+                await self.pc.setLocalDescription(await self.pc.createAnswer())
+            except Exception as exc:  # an offer aiortc accepted but cannot answer
+                raise OfferError(f"the offer could not be answered: {exc!r}") from exc
             self.touch()
             return self.pc.localDescription
 
