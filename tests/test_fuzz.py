@@ -279,6 +279,13 @@ async def test_http_raw_bytes_and_headers(
     headers.pop("host", None)
     path = path.format(sid=app.start_id, pc="nope")
     response = await app.request(method, path, content=content, headers=headers)
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or token.strip() != KEY:
+        # Without the key nothing is served; only unparseable JSON is refused before that.
+        unparseable = ("the request body is not valid JSON", "There was an error parsing the body")
+        assert response.status_code == 401 or (
+            response.status_code == 400 and response.json()["error"] in unparseable
+        ), response.text
     if origin == ORIGIN:
         assert response.headers["access-control-allow-origin"] == ORIGIN
     elif origin is not None:
