@@ -159,10 +159,11 @@ async def test_message_size_limit(pair: tuple[RTCTestClient, RTCTestClient]) -> 
     reply = await victim.wait_for(lambda m: m.get("type") == "server-response")
     assert len(reply["data"]["d"]) == 1800
     # Counted in bytes, not characters: 700 three-byte characters are 2100 bytes.
-    victim.send_rtvi("client-message", {"t": "echo", "d": "€" * 700})
+    big = {"label": "rtvi-ai", "type": "client-message", "id": "big", "data": {"d": "€" * 700}}
+    victim.send_raw(json.dumps(big, ensure_ascii=False))  # about 800 characters
     refused = await victim.wait_for(lambda m: m.get("type") == "error")
-    assert "message too large" in refused["data"]["error"]
-    assert "(limit 2048)" in refused["data"]["error"]
+    size = int(refused["data"]["error"].split("message too large: ")[1].split(" bytes")[0])
+    assert size > 2100 and "(limit 2048)" in refused["data"]["error"]
     await assert_still_serving(victim)
     await assert_still_serving(bystander)
     assert errors(bystander) == []
