@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -118,6 +119,13 @@ def shaped_bodies(pc_ids: list[str]) -> st.SearchStrategy[Any]:
     return json_values | known | candidate_items(pc_ids)
 
 
+# Stand-ins for the ids of the fixture's live session and /start id, which strategies built
+# once (building them per example is what makes hypothesis slow) cannot know.
+LIVE, START = "@live-pc-id", "@start-id"
+BODIES = shaped_bodies([LIVE, START, "nope"])
+SESSION_IDS = st.sampled_from([START, "x"]) | st.text("abc-_%.", max_size=8)
+PC_IDS = st.sampled_from(["nope", LIVE]) | st.text("abc-_", min_size=1, max_size=8)
+
 ROUTES = [
     ("POST", "/api/offer"), ("PATCH", "/api/offer"), ("POST", "/start"),
     ("POST", "/sessions/{sid}/api/offer"), ("PATCH", "/sessions/{sid}/api/offer"),
@@ -162,6 +170,16 @@ class App:
         self.live_pc_id = ""
         self.start_id = ""
         self.offer_sdp = ""
+
+    def bind(self, value: Any) -> Any:
+        """``value`` with the stand-ins replaced by this app's real ids."""
+        if isinstance(value, str):
+            return {LIVE: self.live_pc_id, START: self.start_id}.get(value, value)
+        if isinstance(value, list):
+            return [self.bind(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.bind(v) for k, v in value.items()}
+        return value
 
     @property
     def sessions(self) -> dict[str, Any]:
@@ -231,16 +249,16 @@ async def app() -> AsyncIterator[App]:
 # -- HTTP bodies and headers --------------------------------------------------------------------
 
 
-@fuzz(max_examples=400)
-@given(data=st.data())
-async def test_http_bodies_of_any_shape(app: App, data: st.DataObject) -> None:
-    method, path = data.draw(st.sampled_from(ROUTES))
-    ids = [app.live_pc_id, app.start_id, "nope"]
-    path = path.format(
-        sid=data.draw(st.sampled_from([app.start_id, "x"]) | st.text("abc-_%.", max_size=8)),
-        pc=data.draw(st.sampled_from(["nope", "x-y"]) | st.text("abc-_", min_size=1, max_size=8)),
-    )
-    body = data.draw(shaped_bodies(ids))
+@fuzz(max_examples=500)
+@given(route=st.sampled_from(ROUTES), sid=SESSION_IDS, pc=PC_IDS, body=BODIES)
+async def test_http_bodies_of_any_shape(
+    app: App, route: tuple[str, str], sid: str, pc: str, body: Any
+) -> None:
+    method, path = route
+    if method == "DELETE" and pc == LIVE:
+        pc = "nope"  # keep the watching session
+    path = path.format(sid=app.bind(sid), pc=app.bind(pc))
+    body = app.bind(body)
     if method == "POST" and isinstance(body, dict) and body.get("pc_id") == app.live_pc_id:
         body["restart_pc"] = False  # keep the watching session (restarts: test below)
     try:
@@ -307,22 +325,27 @@ SDP_LINES = [
 ]  # fmt: skip
 
 
+SDP_LINE = st.sampled_from(SDP_LINES) | st.text(max_size=30)
+SDP_NUMBER = st.integers(-(2**63), 2**64) | st.integers(0, 200)
+SDP_EDITS = st.sampled_from(["delete", "duplicate", "replace", "insert", "number", "swap"])
+
+
 @st.composite
 def mutated_offers(draw: st.DrawFn, base: str) -> str:
     lines = base.split("\r\n")
     for _ in range(draw(st.integers(1, 4))):
         i = draw(st.integers(0, len(lines) - 1))
-        op = draw(st.sampled_from(["delete", "duplicate", "replace", "insert", "number", "swap"]))
+        op = draw(SDP_EDITS)
         if op == "delete" and len(lines) > 2:
             del lines[i]
         elif op == "duplicate":
             lines.insert(i, lines[i])
         elif op == "replace":
-            lines[i] = draw(st.sampled_from(SDP_LINES) | st.text(max_size=30))
+            lines[i] = draw(SDP_LINE)
         elif op == "insert":
-            lines.insert(i, draw(st.sampled_from(SDP_LINES) | st.text(max_size=30)))
+            lines.insert(i, draw(SDP_LINE))
         elif op == "number":
-            number = str(draw(st.integers(-(2**63), 2**64) | st.integers(0, 200)))
+            number = str(draw(SDP_NUMBER))
             lines[i] = re.sub(r"\d+", number, lines[i], count=1)
         else:
             j = draw(st.integers(0, len(lines) - 1))
@@ -333,13 +356,17 @@ def mutated_offers(draw: st.DrawFn, base: str) -> str:
     return text
 
 
-@fuzz(max_examples=120)
+@functools.cache
+def offers(base: str) -> st.SearchStrategy[str]:
+    """Mutations of ``base``, and random text behind a plausible start."""
+    head = st.sampled_from(["v=0\r\nm=audio ", "v=0\nm=audio 9 x\n", ""])
+    return mutated_offers(base) | st.builds(str.__add__, head, st.text(max_size=300))
+
+
+@fuzz(max_examples=150)
 @given(data=st.data())
 async def test_sdp_offers_random_and_mutated(app: App, data: st.DataObject) -> None:
-    head = st.sampled_from(["v=0\r\nm=audio ", "v=0\nm=audio 9 x\n", ""])
-    sdp = data.draw(
-        mutated_offers(app.offer_sdp) | st.builds(str.__add__, head, st.text(max_size=300))
-    )
+    sdp = data.draw(offers(app.offer_sdp))
     target = data.draw(st.sampled_from(["new", "new", "renegotiate", "restart", "start"]))
     body: dict[str, Any] = {"sdp": sdp, "type": "offer"}
     path = "/api/offer"
@@ -394,23 +421,29 @@ DATA_FOR_TYPE: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+# Built once: a strategy made inside a draw is rebuilt (and re-checked) on every example.
+LABELS = st.just("rtvi-ai") | json_values
+MESSAGE_IDS = st.text(min_size=1, max_size=8)
+DROPPED_KEYS = st.lists(st.sampled_from(["label", "type", "id", "data"]), max_size=2, unique=True)
+
+
 @st.composite
-def rtvi_messages(draw: st.DrawFn, types: list[str] = RTVI_TYPES) -> dict[str, Any]:
+def rtvi_messages(draw: st.DrawFn, types: st.SearchStrategy[str]) -> dict[str, Any]:
     """Mostly well-framed envelopes of every client type, with fields gone or wrong."""
-    type_ = draw(st.sampled_from(types) | st.text(max_size=12))
+    type_ = draw(types)
     msg: dict[str, Any] = {
-        "label": draw(st.just("rtvi-ai") | json_values),
+        "label": draw(LABELS),
         "type": type_ if draw(st.integers(0, 9)) else draw(json_values),
-        "id": draw(st.text(min_size=1, max_size=8) if draw(st.integers(0, 9)) else json_values),
+        "id": draw(MESSAGE_IDS if draw(st.integers(0, 9)) else json_values),
         "data": draw(DATA_FOR_TYPE.get(type_, json_values)),
-    }  # fmt: skip
-    for key in draw(st.lists(st.sampled_from(list(msg)), max_size=2, unique=True)):
+    }
+    for key in draw(DROPPED_KEYS):
         del msg[key]
     return msg
 
 
 payloads = (
-    rtvi_messages().map(json.dumps)
+    rtvi_messages(st.sampled_from(RTVI_TYPES) | st.text(max_size=12)).map(json.dumps)
     | json_values.map(json.dumps)
     | st.text(max_size=80)
     | st.binary(max_size=80)
@@ -544,14 +577,19 @@ async def pair(stub_server: ServerProcess) -> AsyncIterator[tuple[RTCTestClient,
     assert " | ERROR " not in log and "Traceback" not in log, log[-3000:]
 
 
-@fuzz(max_examples=80)
+# disconnect-bot would hang up: the in-process test covers it.
+OVER_THE_WIRE = rtvi_messages(st.sampled_from(["client-ready", "client-message", "send-text"])).map(
+    json.dumps
+) | st.text(max_size=80)
+
+
+@fuzz(max_examples=100)
 @given(data=st.data())
 async def test_rtvi_messages_over_a_real_data_channel(
     pair: tuple[RTCTestClient, RTCTestClient], data: st.DataObject
 ) -> None:
     victim, bystander = pair
-    types = ["client-ready", "client-message", "send-text"]  # disconnect-bot would hang up
-    payload = data.draw(rtvi_messages(types).map(json.dumps) | st.text(max_size=80))
+    payload = data.draw(OVER_THE_WIRE)
     victim.send_raw(payload)
     probe = data.draw(st.sampled_from([victim, bystander]))
     reply = await probe.request("echo", payload[:20])
