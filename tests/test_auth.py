@@ -7,8 +7,10 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from server import auth
+from server.settings import Settings
 from tests.conftest import ServerProcess
 from tests.rtc_client import RTCTestClient
 
@@ -203,3 +205,24 @@ async def test_without_settings_the_server_is_open_and_same_origin(server: Serve
             "/api/offer", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"}
         )
         assert "access-control-allow-origin" not in preflight.headers
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("", []), ("k1", ["k1"]), (" k1 , k2,", ["k1", "k2"]), ('["k1", "k,2"]', ["k1", "k,2"])],
+)
+def test_keys_and_origins_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: list[str]
+) -> None:
+    monkeypatch.setenv("PARLEY_API_KEYS", value)
+    monkeypatch.setenv("PARLEY_CORS_ORIGINS", value.replace("k", "o"))
+    settings = Settings()
+    assert [k.get_secret_value() for k in settings.api_keys] == expected
+    assert settings.cors_origins == [e.replace("k", "o") for e in expected]
+    assert "k1" not in repr(settings), "keys stay out of logs and reprs"
+
+
+def test_malformed_key_list_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARLEY_API_KEYS", '["unterminated')
+    with pytest.raises(ValidationError, match="api_keys"):
+        Settings()
