@@ -129,7 +129,7 @@ PC_IDS = st.sampled_from(["nope", LIVE]) | st.text("abc-_", min_size=1, max_size
 ROUTES = [
     ("POST", "/api/offer"), ("PATCH", "/api/offer"), ("POST", "/start"),
     ("POST", "/sessions/{sid}/api/offer"), ("PATCH", "/sessions/{sid}/api/offer"),
-    ("GET", "/api/sessions/{pc}"), ("DELETE", "/api/sessions/{pc}"),
+    ("GET", "/api/sessions"), ("GET", "/api/sessions/{pc}"), ("DELETE", "/api/sessions/{pc}"),
 ]  # fmt: skip
 header_text = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40)
 CONTENT_TYPES = [
