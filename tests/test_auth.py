@@ -144,6 +144,21 @@ async def test_a_start_session_id_belongs_to_its_key(
         await owner.close()
 
 
+async def test_a_made_up_pc_id_is_never_adopted(keyed: ServerProcess) -> None:
+    """Ids are the server's (128 random bits), even when a restart names one."""
+    client = keyed_client(keyed, ALPHA)
+    try:
+        await client.pc.setLocalDescription(await client.pc.createOffer())
+        client.pc_id = "chosen-by-the-client"
+        answer = await client.post_offer(client.pc.localDescription.sdp, restart_pc=True)
+        assert answer["pc_id"] != "chosen-by-the-client"
+        assert len(answer["pc_id"]) == 22  # secrets.token_urlsafe(16)
+        deleted = await client.http.delete(f"/api/sessions/{answer['pc_id']}")
+        assert deleted.status_code == 200
+    finally:
+        await client.close()
+
+
 def test_every_key_is_compared_whichever_matches(monkeypatch: pytest.MonkeyPatch) -> None:
     """No early exit: the work (and so the time) does not depend on which key matched."""
     calls: list[int] = []
