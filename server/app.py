@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
@@ -18,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline.tools import ToolRegistry
-from server import __version__, history, signalling, status
+from server import __version__, auth, history, signalling, status
 from server.observability import ServerMetrics, add_metrics
 from server.readiness import NotReady, Readiness
 from server.registry import SessionRegistry
@@ -239,6 +240,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.shutdown_hooks = shutdown_hooks
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     add_metrics(app, ServerMetrics())
+    auth.install(app, [key.get_secret_value() for key in settings.api_keys])
+    if settings.cors_origins:
+        # Outermost, so that preflights and error answers (401, 413) carry CORS headers too.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
     app.include_router(signalling.router)
     app.include_router(status.router)
     app.include_router(history.router)

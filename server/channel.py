@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 from aiortc import RTCDataChannel
 from loguru import logger
 
-# Larger inbound messages are refused before any parsing.
+from server.rate_limit import TokenBucket
+
+# Larger inbound messages are refused before any parsing (the default of the setting).
 MAX_MESSAGE_BYTES = 64 * 1024
 # Messages waiting for the channel to open; the oldest are dropped past this.
 MAX_PENDING = 256
+# A flood is reported at most this often (seconds): the reports must not be a flood too.
+FLOOD_REPORT_INTERVAL = 2.0
 
 
 class ChatChannel:
     """Routes ``ping:`` keep-alives, ``signalling`` messages and RTVI JSON to callbacks.
 
     Every inbound message counts as a sign of life (``on_alive``); text that is too large
-    or not JSON goes to ``on_invalid`` with the reason.
+    or not JSON goes to ``on_invalid`` with the reason. Past the ``rate`` bucket, messages
+    are dropped unread, and ``on_invalid`` hears of it at most every couple of seconds.
     """
 
     def __init__(
@@ -28,6 +34,8 @@ class ChatChannel:
         on_signalling: Callable[[dict[str, Any]], None],
         on_rtvi: Callable[[Any], None],
         on_invalid: Callable[[str], None],
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        rate: TokenBucket | None = None,
     ) -> None:
         self._on_alive = on_alive
         self._on_signalling = on_signalling
@@ -35,7 +43,11 @@ class ChatChannel:
         self._on_invalid = on_invalid
         self._channel: RTCDataChannel | None = None
         self._pending: list[str] = []
+        self._max_bytes = max_message_bytes
+        self._rate = rate
+        self._flood_reported = -FLOOD_REPORT_INTERVAL
         self.pings = 0
+        self.dropped = 0
 
     @property
     def is_open(self) -> bool:
@@ -76,8 +88,17 @@ class ChatChannel:
 
     def _receive(self, payload: str | bytes) -> None:
         self._on_alive()
-        if len(payload) > MAX_MESSAGE_BYTES:
-            self._on_invalid(f"message too large: {len(payload)} bytes (limit {MAX_MESSAGE_BYTES})")
+        if self._rate is not None and self._rate.take() > 0:
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self._flood_reported >= FLOOD_REPORT_INTERVAL:
+                self._flood_reported = now
+                limit = f"{self._rate.rate:g} per second, {self._rate.burst:g} at once"
+                self._on_invalid(f"too many messages ({limit}): dropping them")
+            return
+        size = _size(payload, self._max_bytes)
+        if size > self._max_bytes:
+            self._on_invalid(f"message too large: {size} bytes (limit {self._max_bytes})")
             return
         text = payload if isinstance(payload, str) else payload.decode(errors="replace")
         if text.startswith("ping"):
@@ -93,3 +114,10 @@ class ChatChannel:
             self._on_signalling(inner if isinstance(inner, dict) else {})
             return
         self._on_rtvi(msg)
+
+
+def _size(payload: str | bytes, limit: int) -> int:
+    """Bytes in ``payload``, counting text as UTF-8 only when it could matter."""
+    if isinstance(payload, bytes) or len(payload) * 4 <= limit:
+        return len(payload)  # a short text: even all 4-byte characters would fit
+    return len(payload.encode(errors="replace"))

@@ -1,8 +1,8 @@
 """Session records over HTTP: one session's transcript, and the history of sessions.
 
 Both read the transcript store, so they serve live and ended sessions alike, and the
-history survives restarts (with ``storage=sqlite``). Access control is added where the
-router is included (``app.include_router(history.router, dependencies=[...])``).
+history survives restarts (with ``storage=sqlite``). With API keys, a caller sees only
+the sessions made with its own key.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 
+from server.auth import Owner, owns
 from server.signalling import ERRORS
 from server.transcripts import SessionRecord, SessionSummary, TranscriptStore
 
@@ -40,10 +41,11 @@ class History(BaseModel):
     response_class=Response,
     responses={200: {"model": SessionRecord}, **ERRORS},
 )
-async def get_transcript(session_id: str, store: Store) -> Response:
-    """A session's record, live or ended, by pc_id or by /start session id."""
+async def get_transcript(session_id: str, store: Store, owner: Owner) -> Response:
+    """A session's record, live or ended, by pc_id or by /start session id (with API
+    keys: only a session made with the caller's key)."""
     record = await store.get(session_id)
-    if record is None:
+    if record is None or not owns(record.client.get("credential"), owner):
         raise HTTPException(404, f"no session record for {session_id!r}")
     # A long session's record is large: encode it off the event loop.
     body = await asyncio.to_thread(record.model_dump_json)
@@ -53,15 +55,16 @@ async def get_transcript(session_id: str, store: Store) -> Response:
 @router.get("/api/history", response_model=History, responses=ERRORS)
 async def get_history(
     store: Store,
+    owner: Owner,
     limit: Annotated[int, Query(ge=1, le=500, description="Sessions per page.")] = 50,
     before: Annotated[
         datetime | None,
         Query(description="Only sessions started before this time (ISO 8601; UTC if naive)."),
     ] = None,
 ) -> History:
-    """Sessions, newest first, ended ones included."""
+    """Sessions, newest first, ended ones included (with API keys: the caller's)."""
     if before is not None and before.tzinfo is None:
         before = before.replace(tzinfo=UTC)
-    sessions = await store.list(limit, before.timestamp() if before else None)
+    sessions = await store.list(limit, before.timestamp() if before else None, owner)
     next_before = sessions[-1].started_at if len(sessions) == limit else None
     return History(sessions=sessions, next_before=next_before, storage=store.name)

@@ -75,10 +75,14 @@ class MemoryTranscriptStore:
             record = next((r for r in self._records.values() if r.session_id == session_id), None)
         return record.model_copy(deep=True) if record else None
 
-    async def list(self, limit: int = 50, before: float | None = None) -> list[SessionSummary]:
+    async def list(
+        self, limit: int = 50, before: float | None = None, credential: str | None = None
+    ) -> list[SessionSummary]:
         records = sorted(self._records.values(), key=lambda r: r.started_at, reverse=True)
         if before is not None:
             records = [r for r in records if r.started_at < from_us(to_us(before))]
+        if credential is not None:
+            records = [r for r in records if r.client.get("credential") == credential]
         fields = set(SessionSummary.model_fields)
         return [SessionSummary(**r.model_dump(include=fields)) for r in records[:limit]]
 

@@ -32,7 +32,7 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.messages import Usage
-from server import __version__
+from server import __version__, auth
 from server.loop_lag import LoopLagMonitor
 from server.prometheus import CONTENT_TYPE, Registry
 from server.registry import SessionRegistry
@@ -337,4 +337,4 @@ def add_metrics(app: Any, metrics: ServerMetrics) -> None:
     """Install the HTTP middleware and the ``/metrics`` route on ``app``."""
     app.state.metrics = metrics
     app.add_middleware(HTTPMetrics, metrics=metrics)
-    app.include_router(router)
+    app.include_router(router, dependencies=auth.PROTECTED)  # /health and /ready stay open

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 from loguru import logger
 
+from server.auth import owns
+from server.rate_limit import KeyedRateLimiter
 from server.rtvi_handler import ClientMessageHandler
 from server.services import Services
 from server.sessions import (
@@ -55,6 +57,12 @@ class SessionRegistry:
         self.total_created = 0
         self.listeners: list[SessionListener] = []
         self.draining = False
+        # New sessions per client address (POST /start and fresh offers).
+        self.new_session_rate: KeyedRateLimiter | None = (
+            KeyedRateLimiter(settings.session_rate_per_minute / 60.0, settings.session_burst)
+            if settings.session_rate_per_minute > 0
+            else None
+        )
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -62,12 +70,18 @@ class SessionRegistry:
     def get(self, pc_id: str) -> Session | None:
         return self.sessions.get(pc_id)
 
+    def get_owned(self, pc_id: str, owner: str | None) -> Session | None:
+        """The session ``pc_id`` if ``owner`` created it; another's looks unknown."""
+        session = self.sessions.get(pc_id)
+        return session if session is not None and owns(session.owner, owner) else None
+
     def create(
         self,
         client: ClientInfo,
         request_data: Any = None,
         pc_id: str | None = None,
         start: StartRecord | None = None,
+        owner: str | None = None,
     ) -> Session:
         """A new session under ``pc_id`` (or a fresh id); raises CapacityError when full."""
         if self.draining:
@@ -85,6 +99,7 @@ class SessionRegistry:
             start_id=start.session_id if start else None,
             on_closed=self._remove,
             store=self.store,
+            owner=owner,
         )
         if start is not None:
             start.pc_id = pc_id
@@ -119,14 +134,16 @@ class SessionRegistry:
 
     # -- /start ----------------------------------------------------------------------
 
-    def start(self, request_data: Any) -> StartRecord:
+    def start(self, request_data: Any, owner: str | None = None) -> StartRecord:
         """Register a ``POST /start`` session id; raises CapacityError when too many wait."""
         if self.draining:
             raise ShuttingDown("the server is shutting down")
         self.expire_starts()
         if len(self.starts) >= STARTS_PER_SLOT * self.settings.max_sessions:
             raise CapacityError("too many sessions are waiting for an offer")
-        record = StartRecord(session_id=new_id(self.settings.replica_id), request_data=request_data)
+        record = StartRecord(
+            session_id=new_id(self.settings.replica_id), request_data=request_data, owner=owner
+        )
         self.starts[record.session_id] = record
         return record
 

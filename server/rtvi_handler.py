@@ -114,9 +114,11 @@ class RTVIHandler:
         self,
         session: RTVISession,
         client_message_handlers: dict[str, ClientMessageHandler],
+        max_text_chars: int = 4096,
     ) -> None:
         self._session = session
         self._handlers = client_message_handlers
+        self._max_text_chars = max_text_chars
         self.ready = False
         # Told of every error reported to the client (the record keeps them, metrics count them).
         self.error_listeners: list[Callable[[RTVIError], None]] = []
@@ -133,6 +135,12 @@ class RTVIHandler:
             elif isinstance(data, SendTextData):
                 if not data.content.strip():
                     raise RTVIError("send-text content is empty", envelope.id)
+                if len(data.content) > self._max_text_chars:
+                    raise RTVIError(
+                        f"send-text content too long: {len(data.content)} characters "
+                        f"(limit {self._max_text_chars})",
+                        envelope.id,
+                    )
                 self._session.send_text(data)
             elif isinstance(data, FunctionCallResultData):
                 try:

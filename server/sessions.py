@@ -22,6 +22,7 @@ from loguru import logger
 from server import rtvi
 from server.channel import ChatChannel
 from server.inbound_audio import InboundAudio, set_jitter_prefetch
+from server.rate_limit import TokenBucket
 from server.rtvi import ClientReadyData, FunctionCallResultData, RTVIError, SendTextData
 from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
@@ -61,6 +62,8 @@ class ClientInfo:
     library_version: str | None = None
     platform: str | None = None
     rtvi_version: str | None = None
+    # Fingerprint of the API key that made the session (never the key); None when open.
+    credential: str | None = None
 
 
 @dataclass
@@ -71,6 +74,7 @@ class StartRecord:
     request_data: Any
     created: float = field(default_factory=time.monotonic)
     pc_id: str | None = None
+    owner: str | None = None
 
 
 def _iso(wall: float) -> str:
@@ -91,8 +95,10 @@ class Session:
         start_id: str | None = None,
         on_closed: Callable[[Session], None] | None = None,
         store: TranscriptStore | None = None,
+        owner: str | None = None,
     ) -> None:
         self.pc_id = pc_id
+        self.owner = owner  # the credential that created it (auth.require_api_key)
         self.start_id = start_id
         self.client = client
         self.request_data = request_data
@@ -102,6 +108,7 @@ class Session:
         self.last_activity = time.monotonic()
         self.audio_frames_in = 0
         self.track_status: dict[str, Any] = {}
+        self.candidates_added = 0
 
         self.pc = create_peer_connection(settings.ice_servers)
         self._jitter_frames = settings.audio_jitter_frames
@@ -111,8 +118,10 @@ class Session:
             on_signalling=self._on_signalling,
             on_rtvi=self._on_rtvi,
             on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
+            max_message_bytes=settings.max_message_bytes,
+            rate=TokenBucket(settings.message_rate, settings.message_burst),
         )
-        self.rtvi = RTVIHandler(self, handlers)
+        self.rtvi = RTVIHandler(self, handlers, max_text_chars=settings.max_text_chars)
         self.voice = VoiceSession(services, settings, self.outbound, self.send)
         self.system_log: SystemLogForwarder | None = None
         if settings.rtvi_system_log != "off":
@@ -133,6 +142,8 @@ class Session:
 
         self.pc.on("datachannel", self.channel.attach)
         self.pc.on("connectionstatechange", self._on_connection_state)
+        if settings.max_session_seconds > 0:
+            self.spawn(self._expire_after(settings.max_session_seconds), "max-duration")
 
     # -- negotiation --------------------------------------------------------------
 
@@ -152,7 +163,10 @@ class Session:
         except Exception as exc:
             raise OfferError(f"the offer could not be applied: {exc}") from exc
         self._attach_media()
-        await self.pc.setLocalDescription(await self.pc.createAnswer())
+        try:
+            await self.pc.setLocalDescription(await self.pc.createAnswer())
+        except Exception as exc:  # an offer aiortc accepted but cannot answer
+            raise OfferError(f"the offer could not be answered: {exc!r}") from exc
         self.touch()
         return self.pc.localDescription
 
@@ -253,6 +267,13 @@ class Session:
             self.rtvi.report(RTVIError(f"internal error in {task.get_name()}"))
 
     # -- closing ------------------------------------------------------------------
+
+    async def _expire_after(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        limit = f"{seconds:g} s"
+        logger.info("session {}: reached the maximum duration of {}", self.pc_id, limit)
+        error = f"the session reached its maximum duration ({limit})"
+        self.request_close("maximum duration reached", error=error)
 
     def request_close(self, reason: str, error: str | None = None) -> None:
         """Start closing (idempotent); returns at once. With ``error``, the client is told

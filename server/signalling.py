@@ -8,14 +8,16 @@ the server is full (the client retries).
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Annotated, Any, Literal
 
 from aiortc.sdp import candidate_from_sdp
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from server.auth import Owner, owns
 from server.registry import SessionRegistry
-from server.sessions import CapacityError, ClientInfo, OfferError, Session
+from server.sessions import CapacityError, ClientInfo, OfferError
 from server.settings import IceServer
 
 router = APIRouter(tags=["signalling"])
@@ -53,7 +55,7 @@ class Candidate(BaseModel):
 
 class CandidatesRequest(BaseModel):
     pc_id: str
-    candidates: list[Candidate] = Field(max_length=64)
+    candidates: list[Candidate] = Field(description="At most PARLEY_MAX_CANDIDATES; 413 past it.")
 
 
 class StatusResponse(BaseModel):
@@ -99,7 +101,7 @@ class ErrorBody(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 404, 413, 422, 503, 504)
+    code: {"model": ErrorBody} for code in (400, 401, 404, 413, 422, 429, 503, 504)
 }
 
 
@@ -110,35 +112,72 @@ def get_registry(request: Request) -> SessionRegistry:
 Registry = Annotated[SessionRegistry, Depends(get_registry)]
 
 
-def check_sdp(sdp: str) -> None:
+# Media sections an offer may have: a browser sends 2 or 3 (audio, camera, screen); each
+# costs a transceiver, so thousands of them would be a cheap way to load the server.
+MAX_MEDIA_SECTIONS = 16
+
+
+def check_sdp(sdp: str, max_bytes: int = 32768) -> None:
     """Refuse SDP that is plainly not an offer we can answer, before aiortc parses it."""
+    size = len(sdp.encode(errors="replace"))
+    if size > max_bytes:
+        raise HTTPException(400, f"the SDP is too large: {size} bytes (limit {max_bytes})")
     if not sdp.lstrip().startswith("v=0"):
         raise HTTPException(400, "the SDP must start with v=0")
-    if "\nm=audio " not in sdp.replace("\r\n", "\n"):
+    text = sdp.replace("\r\n", "\n")
+    if "\nm=audio " not in text:
         raise HTTPException(400, "the SDP offer has no audio m-line")
+    if text.count("\nm=") > MAX_MEDIA_SECTIONS:
+        raise HTTPException(400, f"the SDP has more than {MAX_MEDIA_SECTIONS} media sections")
+    if "\x00" in sdp:
+        raise HTTPException(400, "the SDP contains a NUL character")
 
 
-def client_info(request: Request) -> ClientInfo:
+def check_new_session_rate(registry: SessionRegistry, request: Request) -> None:
+    """429 with ``Retry-After`` when this client address opens sessions too fast."""
+    limiter = registry.new_session_rate
+    if limiter is None:
+        return
+    wait = limiter.take(request.client.host if request.client else "unknown")
+    if wait > 0:
+        per_minute = f"{registry.settings.session_rate_per_minute:g}"
+        raise HTTPException(
+            429,
+            f"too many new sessions from this address (limit {per_minute} per minute)",
+            headers={"Retry-After": str(math.ceil(wait))},
+        )
+
+
+def client_info(request: Request, owner: str | None) -> ClientInfo:
     return ClientInfo(
         remote_addr=request.client.host if request.client else None,
         user_agent=request.headers.get("user-agent"),
+        credential=owner,
     )
 
 
 async def handle_offer(
-    registry: SessionRegistry, body: OfferRequest, request: Request, start_id: str | None = None
+    registry: SessionRegistry,
+    body: OfferRequest,
+    request: Request,
+    owner: str | None,
+    start_id: str | None = None,
 ) -> AnswerResponse:
-    check_sdp(body.sdp)
+    check_sdp(body.sdp, registry.settings.max_sdp_bytes)
     start = registry.starts.get(start_id) if start_id else None
-    if start_id and start is None:
+    if start_id and (start is None or not owns(start.owner, owner)):
         raise HTTPException(404, f"unknown session id {start_id!r}")
-    session: Session | None = registry.get(body.pc_id) if body.pc_id else None
+    # Another credential's pc_id is treated as unknown: a new session with a new id.
+    session = registry.get_owned(body.pc_id, owner) if body.pc_id else None
     if session is not None and start is not None and session.start_id != start.session_id:
         raise HTTPException(404, f"pc_id {body.pc_id!r} does not belong to this session")
     fresh = session is None or body.restart_pc
     if fresh and registry.draining:  # before a restart closes the old peer connection
         retry = str(registry.settings.retry_after)
         raise HTTPException(503, "the server is shutting down", headers={"Retry-After": retry})
+    if fresh and not (start is not None and start.pc_id is None):
+        check_new_session_rate(registry, request)  # a /start's first offer was counted there
+    restarted = session.pc_id if session is not None and body.restart_pc else None
     if session is not None and body.restart_pc:
         await session.close("restart")
     if fresh:
@@ -147,10 +186,11 @@ async def handle_offer(
             request_data = start.request_data
         try:
             session = registry.create(
-                client_info(request),
+                client_info(request, owner),
                 request_data=request_data,
-                pc_id=body.pc_id if body.restart_pc else None,
+                pc_id=restarted,  # never an id the client made up
                 start=start,
+                owner=owner,
             )
         except CapacityError as exc:
             retry = str(registry.settings.retry_after)
@@ -174,11 +214,26 @@ async def handle_offer(
 
 
 async def handle_candidates(
-    registry: SessionRegistry, body: CandidatesRequest, start_id: str | None = None
+    registry: SessionRegistry,
+    body: CandidatesRequest,
+    owner: str | None,
+    start_id: str | None = None,
 ) -> StatusResponse:
-    session = registry.get(body.pc_id)
+    session = registry.get_owned(body.pc_id, owner)
     if session is None or (start_id is not None and session.start_id != start_id):
         raise HTTPException(404, f"unknown pc_id {body.pc_id!r}")
+    settings = registry.settings
+    if len(body.candidates) > settings.max_candidates:
+        raise HTTPException(
+            413, f"too many candidates: {len(body.candidates)} (limit {settings.max_candidates})"
+        )
+    if session.candidates_added + len(body.candidates) > settings.max_session_candidates:
+        raise HTTPException(
+            413,
+            f"too many candidates for one peer connection (limit "
+            f"{settings.max_session_candidates})",
+        )
+    session.candidates_added += len(body.candidates)
     for item in body.candidates:
         text = item.candidate.strip().removeprefix("candidate:")
         if not text:
@@ -198,23 +253,28 @@ async def handle_candidates(
 
 
 @router.post("/api/offer", response_model=AnswerResponse, responses=ERRORS)
-async def post_offer(body: OfferRequest, request: Request, registry: Registry) -> AnswerResponse:
+async def post_offer(
+    body: OfferRequest, request: Request, registry: Registry, owner: Owner
+) -> AnswerResponse:
     """Answer an SDP offer (after ICE gathering); renegotiate or restart a known pc_id."""
-    return await handle_offer(registry, body, request)
+    return await handle_offer(registry, body, request, owner)
 
 
 @router.patch("/api/offer", response_model=StatusResponse, responses=ERRORS)
-async def patch_offer(body: CandidatesRequest, registry: Registry) -> StatusResponse:
+async def patch_offer(body: CandidatesRequest, registry: Registry, owner: Owner) -> StatusResponse:
     """Add trickled ICE candidates to a peer connection."""
-    return await handle_candidates(registry, body)
+    return await handle_candidates(registry, body, owner)
 
 
 @router.post("/start", response_model=StartResponse, responses=ERRORS)
-async def start(registry: Registry, body: StartRequest | None = None) -> StartResponse:
+async def start(
+    request: Request, registry: Registry, owner: Owner, body: StartRequest | None = None
+) -> StartResponse:
     """Reserve a session id; the client then offers at /sessions/{sessionId}/api/offer."""
     body = body or StartRequest()
+    check_new_session_rate(registry, request)
     try:
-        record = registry.start(body.app_data())
+        record = registry.start(body.app_data(), owner=owner)
     except CapacityError as exc:
         retry = str(registry.settings.retry_after)
         raise HTTPException(503, str(exc), headers={"Retry-After": retry}) from None
@@ -225,15 +285,15 @@ async def start(registry: Registry, body: StartRequest | None = None) -> StartRe
 
 @router.post("/sessions/{session_id}/api/offer", response_model=AnswerResponse, responses=ERRORS)
 async def post_session_offer(
-    session_id: str, body: OfferRequest, request: Request, registry: Registry
+    session_id: str, body: OfferRequest, request: Request, registry: Registry, owner: Owner
 ) -> AnswerResponse:
     """``POST /api/offer`` for a session made by ``/start``."""
-    return await handle_offer(registry, body, request, start_id=session_id)
+    return await handle_offer(registry, body, request, owner, start_id=session_id)
 
 
 @router.patch("/sessions/{session_id}/api/offer", response_model=StatusResponse, responses=ERRORS)
 async def patch_session_offer(
-    session_id: str, body: CandidatesRequest, registry: Registry
+    session_id: str, body: CandidatesRequest, registry: Registry, owner: Owner
 ) -> StatusResponse:
     """``PATCH /api/offer`` for a session made by ``/start``."""
-    return await handle_candidates(registry, body, start_id=session_id)
+    return await handle_candidates(registry, body, owner, start_id=session_id)

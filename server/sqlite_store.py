@@ -242,8 +242,10 @@ class SQLiteTranscriptStore:
     async def get(self, session_id: str) -> SessionRecord | None:
         return await self._call(self._get, session_id)
 
-    async def list(self, limit: int = 50, before: float | None = None) -> list[SessionSummary]:
-        return await self._call(self._list, limit, before)
+    async def list(
+        self, limit: int = 50, before: float | None = None, credential: str | None = None
+    ) -> list[SessionSummary]:
+        return await self._call(self._list, limit, before, credential)
 
     async def purge(self, older_than: float) -> int:
         return await self._call(self._purge, to_us(older_than))
@@ -278,9 +280,18 @@ class SQLiteTranscriptStore:
                 )
         return record
 
-    def _list(self, limit: int, before: float | None) -> list[SessionSummary]:
+    def _list(
+        self, limit: int, before: float | None, credential: str | None
+    ) -> list[SessionSummary]:
         assert self._db is not None
-        where, args = ("WHERE started_us < ?", [to_us(before)]) if before is not None else ("", [])
+        conditions, args = [], []
+        if before is not None:
+            conditions.append("started_us < ?")
+            args.append(to_us(before))
+        if credential is not None:
+            conditions.append("json_extract(client, '$.credential') = ?")
+            args.append(credential)
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = self._db.execute(
             f"SELECT {_SUMMARY_COLUMNS} FROM sessions {where} "
             "ORDER BY started_us DESC, rowid DESC LIMIT ?",

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from server import __version__
+from server.auth import Owner
 from server.readiness import Readiness
 from server.signalling import ERRORS, ErrorBody, Registry
 
@@ -105,27 +106,30 @@ async def ready(request: Request) -> Any:
 
 
 @router.get("/api/sessions", response_model=SessionList, tags=["sessions"])
-async def list_sessions(registry: Registry) -> dict[str, Any]:
-    """Every live session."""
-    return {"sessions": [s.info() for s in registry.sessions.values()]}
+async def list_sessions(registry: Registry, owner: Owner) -> dict[str, Any]:
+    """Every live session (with API keys: those made with the caller's key)."""
+    sessions = [registry.get_owned(pc_id, owner) for pc_id in list(registry.sessions)]
+    return {"sessions": [s.info() for s in sessions if s is not None]}
 
 
 @router.get(
     "/api/sessions/{pc_id}", response_model=SessionInfo, responses=ERRORS, tags=["sessions"]
 )
-async def get_session(pc_id: str, registry: Registry) -> dict[str, Any]:
+async def get_session(pc_id: str, registry: Registry, owner: Owner) -> dict[str, Any]:
     """One live session."""
-    session = registry.get(pc_id)
+    session = registry.get_owned(pc_id, owner)
     if session is None:
         raise HTTPException(404, f"unknown pc_id {pc_id!r}")
     return session.info()
 
 
 @router.delete("/api/sessions/{pc_id}", response_model=Closed, responses=ERRORS, tags=["sessions"])
-async def delete_session(pc_id: str, registry: Registry) -> Closed:
+async def delete_session(pc_id: str, registry: Registry, owner: Owner) -> Closed:
     """Hang up: the peer connection is closed and everything the session owned is freed."""
-    if not await registry.close(pc_id, "deleted"):
+    session = registry.get_owned(pc_id, owner)
+    if session is None:
         raise HTTPException(404, f"unknown pc_id {pc_id!r}")
+    await session.close("deleted")
     return Closed(pc_id=pc_id)
 
 
@@ -146,9 +150,11 @@ class Sent(BaseModel):
     responses=ERRORS,
     tags=["sessions"],
 )
-async def post_server_message(pc_id: str, body: ServerMessageRequest, registry: Registry) -> Sent:
+async def post_server_message(
+    pc_id: str, body: ServerMessageRequest, registry: Registry, owner: Owner
+) -> Sent:
     """Push an app-defined message to the session's client (queued until its channel opens)."""
-    session = registry.get(pc_id)
+    session = registry.get_owned(pc_id, owner)
     if session is None:
         raise HTTPException(404, f"unknown pc_id {pc_id!r}")
     session.send_server_message(body.data)

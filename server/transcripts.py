@@ -118,8 +118,11 @@ class TranscriptStore(Protocol):
         """By pc_id, or by /start session id (the latest session made from it)."""
         ...
 
-    async def list(self, limit: int = 50, before: float | None = None) -> list[SessionSummary]:
-        """Newest first; ``before``: only sessions that started strictly before it."""
+    async def list(
+        self, limit: int = 50, before: float | None = None, credential: str | None = None
+    ) -> list[SessionSummary]:
+        """Newest first; ``before``: only sessions that started strictly before it;
+        ``credential``: only sessions made with that API key (its fingerprint)."""
         ...
 
     async def purge(self, older_than: float) -> int:

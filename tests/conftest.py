@@ -47,6 +47,9 @@ class ServerProcess:
             "PARLEY_DATA_DIR": str(log_path.parent / "data"),
             # Stopping a test server does not wait long for sessions to end by themselves.
             "PARLEY_SHUTDOWN_GRACE_SECONDS": "2",
+            # Every test client comes from 127.0.0.1: no per-address limit on new sessions
+            # unless a test sets one (tests/test_limits.py).
+            "PARLEY_SESSION_RATE_PER_MINUTE": "0",
             **env,
         }
         self._log = log_path.open("w")

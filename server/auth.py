@@ -1,0 +1,93 @@
+"""Optional API keys (``Authorization: Bearer <key>``) and session ownership.
+
+With no keys configured the server is open, as a local demo wants. With keys, every
+protected route requires one of them; the caller's *credential* (a fingerprint of the
+key it used, never the key) is what a session remembers as its owner, so that one key
+cannot touch the sessions of another.
+
+Routers protect their routes with the dependency::
+
+    app.include_router(router, dependencies=PROTECTED)       # or, per route:
+    async def route(owner: Owner) -> ...                     # also gives the credential
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.params import Depends as DependsParam
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+# Documents the scheme in OpenAPI (the "Authorize" button of /docs); we raise our own 401.
+_bearer = HTTPBearer(auto_error=False, description="One of the server's PARLEY_API_KEYS.")
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class ApiKeys:
+    """The accepted keys, kept as SHA-256 digests so every comparison has the same length."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self._digests = [_digest(k) for k in keys if k]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._digests)
+
+    def credential(self, token: str) -> str | None:
+        """The credential of ``token``, or None when it matches no key.
+
+        Every key is compared, in constant time, whatever matched: the time taken says
+        nothing about which key (or how much of one) was right.
+        """
+        candidate = _digest(token)
+        found: bytes | None = None
+        for digest in self._digests:
+            if hmac.compare_digest(candidate, digest):
+                found = digest
+        return None if found is None else "key:" + found.hex()[:16]
+
+
+def unauthorized(error: str) -> HTTPException:
+    return HTTPException(401, error, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def require_api_key(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str | None:
+    """FastAPI dependency: the caller's credential; 401 unless it presents a valid key.
+
+    Returns None when the server has no keys (open): every caller is then the same owner.
+    """
+    keys: ApiKeys | None = getattr(request.app.state, "api_keys", None)
+    if keys is None or not keys.enabled:
+        return None
+    if bearer is None:
+        raise unauthorized("an API key is required: send 'Authorization: Bearer <key>'")
+    credential = keys.credential(bearer.credentials)
+    if credential is None:
+        raise unauthorized("the API key is not valid")
+    return credential
+
+
+Owner = Annotated[str | None, Depends(require_api_key)]
+"""A route parameter of this type requires an API key and holds the caller's credential."""
+
+PROTECTED: list[DependsParam] = [Depends(require_api_key)]
+"""``dependencies=PROTECTED`` on a router or ``include_router`` protects all its routes."""
+
+
+def owns(owner: str | None, caller: str | None) -> bool:
+    """Whether ``caller`` may act on something ``owner`` created (open server: always)."""
+    return owner == caller
+
+
+def install(app: FastAPI, keys: list[str]) -> None:
+    """Make ``require_api_key`` check ``keys`` for this app (empty: the app is open)."""
+    app.state.api_keys = ApiKeys(keys)
