@@ -18,6 +18,7 @@ from server.sessions import (
     new_id,
 )
 from server.settings import Settings
+from server.ui_worker import UIEventHandler
 
 # /start records waiting for an offer, at most this many per session slot.
 STARTS_PER_SLOT = 4
@@ -35,6 +36,8 @@ class SessionRegistry:
         self.settings = settings
         self.services = services
         self.handlers = handlers
+        # App handlers for ui-event messages, by event name (server/ui_worker.py).
+        self.ui_event_handlers: dict[str, UIEventHandler] = {}
         self.sessions: dict[str, Session] = {}
         self.starts: dict[str, StartRecord] = {}
         self.total_created = 0
@@ -65,6 +68,7 @@ class SessionRegistry:
             request_data=request_data,
             start_id=start.session_id if start else None,
             on_closed=self._remove,
+            ui_event_handlers=self.ui_event_handlers,
         )
         if start is not None:
             start.pc_id = pc_id

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pipeline.ui_protocol import UICancelJobGroupData, UIEventData, UISnapshotData
+
 PROTOCOL_VERSION = "1.4.0"
 LABEL = "rtvi-ai"
 SUPPORTED_MAJORS = (1, 2)
@@ -83,6 +85,10 @@ CLIENT_DATA_MODELS: dict[str, type[BaseModel]] = {
     "client-message": ClientMessageData,
     "send-text": SendTextData,
     "disconnect-bot": DisconnectBotData,
+    # The UI worker protocol (server/ui_worker.py).
+    "ui-event": UIEventData,
+    "ui-snapshot": UISnapshotData,
+    "ui-cancel-job-group": UICancelJobGroupData,
 }
 
 

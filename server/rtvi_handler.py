@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from loguru import logger
 
+from pipeline.ui_protocol import UI_CLIENT_TYPES
 from server import __version__, rtvi
 from server.rtvi import (
     ClientMessageData,
@@ -35,6 +36,8 @@ class RTVISession(Protocol):
     def request_close(self, reason: str) -> None: ...
 
     def info(self) -> dict[str, Any]: ...
+
+    def handle_ui(self, type_: str, msg_id: str, data: Any) -> None: ...
 
 
 ClientMessageHandler = Callable[[RTVISession, Any], Awaitable[Any]]
@@ -81,6 +84,8 @@ class RTVIHandler:
                 if not data.content.strip():
                     raise RTVIError("send-text content is empty", envelope.id)
                 self._session.send_text(data)
+            elif envelope.type in UI_CLIENT_TYPES:
+                self._session.handle_ui(envelope.type, envelope.id, data)
             elif envelope.type == "disconnect-bot":
                 self._session.request_close("disconnect-bot")
         except RTVIError as exc:

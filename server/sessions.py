@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -24,6 +24,7 @@ from server.rtvi import ClientReadyData, RTVIError, SendTextData
 from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
 from server.settings import Settings
+from server.ui_worker import UIEventHandler, UIWorker
 from server.voice import VoiceSession
 from server.webrtc import PacedAudioTrack, create_peer_connection, read_inbound_audio
 
@@ -85,6 +86,7 @@ class Session:
         request_data: Any = None,
         start_id: str | None = None,
         on_closed: Callable[[Session], None] | None = None,
+        ui_event_handlers: Mapping[str, UIEventHandler] | None = None,
     ) -> None:
         self.pc_id = pc_id
         self.start_id = start_id
@@ -106,7 +108,8 @@ class Session:
             on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
         )
         self.rtvi = RTVIHandler(self, handlers)
-        self.voice = VoiceSession(services, settings, self.outbound, self.send)
+        self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, ui_event_handlers)
+        self.voice = VoiceSession(services, settings, self.outbound, self.send, ui=self.ui)
         self.voice.start()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._inbound: asyncio.Task[Any] | None = None
@@ -204,6 +207,10 @@ class Session:
             audio_response=options.audio_response if options else True,
         )
 
+    def handle_ui(self, type_: str, msg_id: str, data: Any) -> None:
+        """A UI worker protocol message (``ui-snapshot``, ``ui-event``, ``ui-cancel-job-group``)."""
+        self.ui.handle(type_, msg_id, data)
+
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a task this session owns (cancelled when it closes)."""
         task = asyncio.create_task(coro, name=f"{self.pc_id[:8]}:{name}")
@@ -276,6 +283,7 @@ class Session:
             "track_status": dict(self.track_status),
             "request_data": self.request_data,
             "conversation": self.voice.info(),
+            "ui": self.ui.info(),
         }
 
 

@@ -25,6 +25,7 @@ from pipeline.vad import VADAnalyzer, VADParams
 from server.rtvi_events import RTVIEvents
 from server.services import Services
 from server.settings import Settings
+from server.ui_worker import UIWorker
 from server.webrtc import PacedAudioTrack
 
 # How often a session checks for audio that stopped arriving mid-speech.
@@ -40,9 +41,13 @@ class VoiceSession:
         settings: Settings,
         output: PacedAudioTrack,
         send: Callable[[dict[str, Any]], None],
+        ui: UIWorker | None = None,
     ) -> None:
         self.settings = settings
-        tools = services.tools if settings.tools_enabled and services.llm.supports_tools else None
+        can_call = services.llm.supports_tools
+        tools = services.tools if settings.tools_enabled and can_call else None
+        if ui is not None:
+            tools = ui.tool_registry(tools, can_call)  # plus the UI tools, bound to this call
         self.context = LLMContext(
             [{"role": "system", "content": settings.system_prompt}],
             tools=tools.openai_tools() if tools else None,
@@ -67,7 +72,9 @@ class VoiceSession:
             model=services.vad,
         )
         self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed)
-        self.tools = ToolRunner(services.tools, self.conversation.feed) if tools else None
+        self.tools = ToolRunner(tools, self.conversation.feed) if tools else None
+        if ui is not None:
+            ui.attach(self.context, self.conversation, self.tools, tools)
         if self.tools is not None:
             self.tools.attach(self.conversation.events)
         self.rtvi = RTVIEvents(send, settings.function_call_report_level)
