@@ -1,0 +1,109 @@
+"""The UI worker protocol in real headless Chromium: the page describes itself to the agent
+(ui-snapshot), and the agent's toast, highlight and fill commands take effect in it.
+
+The LLM is the OpenAI-compatible stub, scripted to call the UI tools after a ``send-text``
+typed in the page; STT and TTS are the stub too, so no model is loaded.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import wave
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.conftest import ServerProcess
+from tests.openai_stub import ChatReply, OpenAIStub, ToolCall
+from tests.test_browser import chromium, open_page
+
+
+@pytest.fixture(scope="module")
+def silence_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mic") / "silence.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48000)
+        out.writeframes(b"\0\0" * 48000)
+    return path
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as running:
+        yield running
+
+
+def session(server: ServerProcess) -> dict[str, Any]:
+    (live,) = httpx.get(f"{server.url}/api/sessions", timeout=5).json()["sessions"]
+    return httpx.get(f"{server.url}/api/sessions/{live['pc_id']}", timeout=5).json()
+
+
+def wait_until(predicate: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(90)
+def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
+    start_server: Callable[..., ServerProcess],
+    stub: OpenAIStub,
+    silence_wav: Path,
+    tmp_path: Path,
+) -> None:
+    server = start_server(
+        llm="openai", stt="openai", tts="openai",
+        openai_base_url=stub.base_url, openai_api_key=stub.api_key,
+    )  # fmt: skip
+    errors: list[str] = []
+    with chromium(silence_wav, tmp_path / "profile") as context:
+        page = open_page(context, f"{server.url}/", errors)
+        page.click("#speaker")
+        page.click("#connect")
+        expect(page.locator("#status")).to_have_attribute("data-state", "connected", timeout=15000)
+        wait_until(lambda: session(server)["ui"]["snapshots"] >= 1, 5, "a ui-snapshot arrived")
+        save = page.evaluate("parleyUI.refOf(document.getElementById('note-save'))")
+        title = page.evaluate("parleyUI.refOf(document.getElementById('note-title'))")
+        assert re.fullmatch(r"e\d+", save) and save != title
+
+        calls = (
+            ToolCall("show_toast", {"title": "Hello from Parley", "description": "A toast."}),
+            ToolCall("highlight_element", {"ref": save, "duration_ms": 20000}),
+            ToolCall("fill_field", {"ref": title, "value": "Buy milk"}),
+        )
+        stub.script_chat(ChatReply("Here you go.", calls), "Done.")
+        page.fill("#text-input", "Show me the notes.")
+        page.press("#text-input", "Enter")
+
+        toast = page.locator("#toasts .toast")
+        expect(toast).to_contain_text("Hello from Parley", timeout=15000)
+        expect(toast).to_contain_text("A toast.")
+        expect(page.locator("#note-save")).to_have_class(re.compile(r"\bui-highlight\b"))
+        expect(page.locator("#note-title")).to_have_value("Buy milk")
+        page.screenshot(path=str(tmp_path / "ui.png"), full_page=True)
+
+        # What the LLM saw: the page as a <ui_state> outline with those refs.
+        request = stub.requests("/v1/chat/completions")[0].body
+        (state,) = [m["content"] for m in request["messages"] if "<ui_state>" in m["content"]]
+        assert f'[{save}] button "Save note"' in state
+        assert f'[{title}] textbox "Title"' in state
+        assert 'status "Connected"' in state and 'combobox "Microphone"' in state
+        assert "bot-ready" not in state, "the event log's entries are not described"
+
+        # The user saves the note the agent filled in: the page shows it, and the server
+        # gets the click as a ui-event (and a new snapshot with the note in it).
+        page.click("#note-save")
+        expect(page.locator("#note-list li")).to_have_text(["Buy milk"])
+        wait_until(lambda: session(server)["ui"]["events"] >= 1, 5, "the click reached the server")
+        expect(page.locator("#error")).to_be_hidden()
+        page.click("#disconnect")
+    stub.reset()
+    assert not errors, errors
