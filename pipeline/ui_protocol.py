@@ -27,6 +27,9 @@ UI_CANCEL_JOB_GROUP = "ui-cancel-job-group"
 UI_COMMAND = "ui-command"
 UI_JOB_GROUP = "ui-job-group"
 UI_CLIENT_TYPES = (UI_EVENT, UI_SNAPSHOT, UI_CANCEL_JOB_GROUP)
+# Deeper snapshot trees are refused: no real screen needs more, and the tree is walked
+# recursively.
+MAX_TREE_DEPTH = 64
 
 
 def now_ms() -> int:
@@ -79,6 +82,16 @@ class A11ySnapshot(BaseModel):
     root: A11yNode
     captured_at: int
     selection: A11ySelection | None = None
+
+    @model_validator(mode="after")
+    def _not_too_deep(self) -> A11ySnapshot:
+        level, depth = [self.root], 1
+        while level:
+            if depth > MAX_TREE_DEPTH:
+                raise ValueError(f"the tree is deeper than {MAX_TREE_DEPTH} levels")
+            level = [child for node in level for child in node.children or ()]
+            depth += 1
+        return self
 
 
 class UISnapshotData(BaseModel):

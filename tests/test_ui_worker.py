@@ -119,6 +119,20 @@ def test_refresh_keeps_one_ui_state_message_at_the_end() -> None:
 # -- bad payloads ------------------------------------------------------------------------------
 
 
+def nested(depth: int) -> dict[str, Any]:
+    tree = node("leaf", "button")
+    for _ in range(depth - 1):
+        tree = node("n", "group", children=[tree])
+    return tree
+
+
+def test_a_deep_but_reasonable_tree_is_accepted() -> None:
+    data = UISnapshotData.model_validate({"tree": {"root": nested(64), "captured_at": 1}})
+    state = UIState()
+    state.update(data.tree)
+    assert state.find("leaf") is not None
+
+
 @pytest.mark.parametrize(
     ("type_", "data", "error"),
     [
@@ -129,6 +143,7 @@ def test_refresh_keeps_one_ui_state_message_at_the_end() -> None:
         ("ui-snapshot", {"tree": {"captured_at": 1}}, "tree.root"),
         ("ui-snapshot", {"tree": {"root": {"ref": "a"}, "captured_at": 1}}, "role"),
         ("ui-snapshot", {"tree": {"root": {"ref": "a", "role": "x"}}}, "captured_at"),
+        ("ui-snapshot", {"tree": {"root": nested(65), "captured_at": 1}}, "deeper than 64"),
         ("ui-cancel-job-group", {}, "job_id"),
         ("ui-cancel-job-group", {"job_id": 5}, "job_id"),
     ],
@@ -383,6 +398,7 @@ async def test_bad_ui_messages_get_error_responses_and_the_session_goes_on(
         ("ui-event", {"payload": 1}),
         ("ui-snapshot", {"tree": {"root": {"ref": "x"}, "captured_at": 1}}),
         ("ui-snapshot", None),
+        ("ui-snapshot", {"tree": {"root": nested(200), "captured_at": 1}}),
         ("ui-cancel-job-group", {"reason": "no id"}),
         ("ui-cancel-job-group", {"job_id": "unknown"}),
     ]
@@ -393,6 +409,16 @@ async def test_bad_ui_messages_get_error_responses_and_the_session_goes_on(
             answer = await client.wait_for(lambda m, i=msg_id: m.get("id") == i)
             assert answer["type"] == "error-response", answer
             assert answer["data"]["error"], answer
+        # JSON nested too deeply to even decode: an error without an id.
+        root = '{"ref": "leaf", "role": "button"}'
+        for _ in range(600):
+            root = '{"ref": "n", "role": "group", "children": [' + root + "]}"
+        client.send_raw(
+            '{"label": "rtvi-ai", "type": "ui-snapshot", "id": "deep", '
+            '"data": {"tree": {"captured_at": 1, "root": ' + root + "}}}"
+        )
+        error = await client.wait_for(lambda m: m.get("type") == "error")
+        assert "malformed JSON" in error["data"]["error"]
         echo = await client.request("echo", {"still": "here"})
         assert echo["type"] == "server-response" and echo["data"]["d"] == {"still": "here"}
     finally:
