@@ -44,7 +44,7 @@ from pipeline.ui_protocol import (
     UISnapshotData,
 )
 from pipeline.ui_state import UIState
-from pipeline.ui_tools import UI_TOOL_NAMES, ui_tools
+from pipeline.ui_tools import ui_tools
 from server import rtvi
 from server.rtvi import RTVIError
 from server.settings import Settings
@@ -77,7 +77,8 @@ class UIWorker:
         self._report = report
         self._context: LLMContext | None = None
         self._registry: ToolRegistry | None = None
-        self._offering = False  # the UI tools are in the context's tool list
+        self._own_registry: ToolRegistry | None = None  # made by tool_registry()
+        self._offering = False  # the UI tools are registered and in the LLM's tool list
 
     # -- server → client -------------------------------------------------------------------
 
@@ -108,13 +109,11 @@ class UIWorker:
     # -- wiring (by the voice session) ------------------------------------------------------
 
     def tool_registry(self, base: ToolRegistry | None, can_call: bool) -> ToolRegistry | None:
-        """The session's tools: ``base`` plus the UI tools when they may be offered."""
+        """The session's own registry: ``base``'s tools, and the UI tools once offered."""
         if not can_call or self.settings.ui_tools == "off":
             return base
-        registry = ToolRegistry()
+        registry = self._own_registry = ToolRegistry()
         for spec in base or ():
-            registry.register(spec)
-        for spec in ui_tools(self):
             registry.register(spec)
         return registry
 
@@ -129,8 +128,8 @@ class UIWorker:
         groups. Call it before the tool runner attaches (job groups announce first)."""
         self._context = context
         self._registry = registry
-        self._offering = self.settings.ui_tools == "on"
-        self._advertise()
+        if self.settings.ui_tools == "on":
+            self._offer()
         conversation.before_llm_run.append(self._before_llm_run)
         if runner is not None and registry is not None:
 
@@ -149,17 +148,19 @@ class UIWorker:
 
     @property
     def tools_offered(self) -> bool:
-        return self._offering and self._registry is not None and "show_toast" in self._registry
+        return self._offering
 
-    def _advertise(self) -> None:
-        if self._context is None or self._registry is None:
-            return
-        offered = [
-            spec.openai_tool()
-            for spec in self._registry
-            if self.tools_offered or spec.name not in UI_TOOL_NAMES
-        ]
-        self._context.set_tools(offered)
+    def _offer(self) -> None:
+        """Add the UI tools to this session's registry and to the LLM's tool list. Bound
+        to this session, so built per session, and only for sessions that use them."""
+        registry = self._registry
+        if self._offering or self._context is None or registry is not self._own_registry:
+            return  # offered already, or no registry of our own (no tool calls, or "off")
+        assert registry is not None
+        for spec in ui_tools(self):
+            registry.register(spec)
+        self._context.set_tools(registry.openai_tools())
+        self._offering = True
 
     def _before_llm_run(self) -> None:
         if self._context is not None and self.tools_offered:
@@ -181,9 +182,8 @@ class UIWorker:
     def _snapshot(self, data: UISnapshotData) -> None:
         self.state.update(data.tree)
         self.snapshots += 1
-        if not self._offering and self.settings.ui_tools == "auto":
-            self._offering = True
-            self._advertise()
+        if self.settings.ui_tools == "auto":
+            self._offer()
 
     def _event(self, msg_id: str, data: UIEventData) -> None:
         self.events += 1

@@ -72,7 +72,8 @@ class VoiceSession:
             model=services.vad,
         )
         self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed)
-        self.tools = ToolRunner(tools, self.conversation.feed) if tools else None
+        # ``is not None``: the UI worker's registry may start empty and get the UI tools later.
+        self.tools = ToolRunner(tools, self.conversation.feed) if tools is not None else None
         if ui is not None:
             ui.attach(self.context, self.conversation, self.tools, tools)
         if self.tools is not None:

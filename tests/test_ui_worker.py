@@ -273,6 +273,16 @@ async def test_ui_tools_are_offered_from_the_first_snapshot_in_auto_mode() -> No
             prepare()
         has_state = any("<ui_state>" in getattr(m, "content", "") for m in context.messages)
         assert has_state is after
+    # Built-in tools off: the UI tools alone, still from the first snapshot on.
+    r = Recorder()
+    registry = r.worker.tool_registry(None, can_call=True)
+    assert registry is not None and len(registry) == 0
+    context = LLMContext()
+    r.worker.attach(context, Conversation(context, llm=None), None, registry)  # type: ignore[arg-type]
+    assert context.tools is None
+    r.worker.handle("ui-snapshot", "s", UISnapshotData(tree=snapshot()))
+    assert {t["function"]["name"] for t in context.tools or ()} == UI_TOOL_NAMES
+    assert set(spec.name for spec in registry) == UI_TOOL_NAMES, "the runner can run them"
     # An LLM that cannot call tools gets none.
     assert Recorder(ui_tools="on").worker.tool_registry(None, can_call=False) is None
 
