@@ -209,7 +209,14 @@ class Session:
 
     def handle_ui(self, type_: str, msg_id: str, data: Any) -> None:
         """A UI worker protocol message (``ui-snapshot``, ``ui-event``, ``ui-cancel-job-group``)."""
-        self.ui.handle(type_, msg_id, data)
+        try:
+            self.ui.handle(type_, msg_id, data)
+        except RTVIError:
+            raise
+        except Exception as exc:
+            # Raised into aiortc's data-channel callback, it would tear down the association.
+            logger.opt(exception=exc).error("session {}: {} failed", self.pc_id, type_)
+            raise RTVIError(f"{type_} failed: internal error", msg_id) from exc
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a task this session owns (cancelled when it closes)."""

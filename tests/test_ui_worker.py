@@ -283,8 +283,19 @@ async def test_ui_tools_are_offered_from_the_first_snapshot_in_auto_mode() -> No
     r.worker.handle("ui-snapshot", "s", UISnapshotData(tree=snapshot()))
     assert {t["function"]["name"] for t in context.tools or ()} == UI_TOOL_NAMES
     assert set(spec.name for spec in registry) == UI_TOOL_NAMES, "the runner can run them"
-    # An LLM that cannot call tools gets none.
-    assert Recorder(ui_tools="on").worker.tool_registry(None, can_call=False) is None
+    # An LLM that cannot call tools gets none, and snapshots are kept all the same.
+    for mode in ("auto", "on", "off"):
+        r = Recorder(ui_tools=mode)
+        assert r.worker.tool_registry(None, can_call=False) is None
+        context = LLMContext()
+        conversation = Conversation(context, llm=None)  # type: ignore[arg-type]
+        r.worker.attach(context, conversation, None, None)
+        r.worker.handle("ui-snapshot", "s", UISnapshotData(tree=snapshot()))
+        assert context.tools is None and r.worker.state.nodes == 7
+        assert not r.worker.tools_offered
+        for prepare in conversation.before_llm_run:
+            prepare()
+        assert context.messages == [], "no <ui_state> without the tools"
 
 
 async def test_ui_tools_send_commands_and_check_refs() -> None:
