@@ -1,5 +1,5 @@
 """The UI worker protocol in real headless Chromium: the page describes itself to the agent
-(ui-snapshot), and the agent's toast, highlight and fill commands take effect in it.
+(ui-snapshot), and the agent's toast, highlight, fill and click commands take effect in it.
 
 The LLM is the OpenAI-compatible stub, scripted to call the UI tools after a ``send-text``
 typed in the page; STT and TTS are the stub too, so no model is loaded.
@@ -78,6 +78,7 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
             ToolCall("show_toast", {"title": "Hello from Parley", "description": "A toast."}),
             ToolCall("highlight_element", {"ref": save, "duration_ms": 20000}),
             ToolCall("fill_field", {"ref": title, "value": "Buy milk"}),
+            ToolCall("click_element", {"ref": save}),
         )
         stub.script_chat(ChatReply("Here you go.", calls), "Done.")
         page.fill("#text-input", "Show me the notes.")
@@ -87,7 +88,9 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
         expect(toast).to_contain_text("Hello from Parley", timeout=15000)
         expect(toast).to_contain_text("A toast.")
         expect(page.locator("#note-save")).to_have_class(re.compile(r"\bui-highlight\b"))
-        expect(page.locator("#note-title")).to_have_value("Buy milk")
+        # Filled in, then saved by the agent's click (the form clears its fields).
+        expect(page.locator("#note-list li")).to_have_text(["Buy milk"])
+        expect(page.locator("#note-title")).to_have_value("")
         page.screenshot(path=str(tmp_path / "ui.png"), full_page=True)
 
         # What the LLM saw: the page as a <ui_state> outline with those refs.
@@ -98,11 +101,9 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
         assert 'status "Connected"' in state and 'combobox "Microphone"' in state
         assert "bot-ready" not in state, "the event log's entries are not described"
 
-        # The user saves the note the agent filled in: the page shows it, and the server
-        # gets the click as a ui-event (and a new snapshot with the note in it).
-        page.click("#note-save")
-        expect(page.locator("#note-list li")).to_have_text(["Buy milk"])
+        # The click went back to the server as a ui-event, and the saved note in a snapshot.
         wait_until(lambda: session(server)["ui"]["events"] >= 1, 5, "the click reached the server")
+        wait_until(lambda: session(server)["ui"]["snapshots"] >= 3, 5, "newer snapshots")
         expect(page.locator("#error")).to_be_hidden()
         page.click("#disconnect")
     stub.reset()

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.context import LLMContext
 from pipeline.conversation import Conversation
@@ -98,6 +100,52 @@ def test_ui_state_is_bounded_in_nodes_and_characters() -> None:
     assert "…" in text  # names are cut
     shown = sum(1 for line in text.splitlines() if "listitem" in line)
     assert f"… {51 - 1 - shown} more elements not shown" in text
+
+
+def trees(max_leaves: int = 60) -> st.SearchStrategy[dict[str, Any]]:
+    names = st.one_of(st.none(), st.text(max_size=120))
+    roles = st.sampled_from(["button", "generic", "list", "listitem", "textbox", "group"])
+    leaf = st.builds(lambda r, n: {"role": r, "name": n}, roles, names)
+
+    def branch(children: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+        return st.builds(lambda r, n, c: {"role": r, "name": n, "children": c},
+                         roles, names, st.lists(children, max_size=6))  # fmt: skip
+
+    return st.recursive(leaf, branch, max_leaves=max_leaves)
+
+
+def with_refs(tree: dict[str, Any]) -> dict[str, Any]:
+    counter = iter(range(10**6))
+
+    def number(n: dict[str, Any]) -> dict[str, Any]:
+        out = {"ref": f"e{next(counter)}", "role": n["role"]}
+        if n["name"] is not None:
+            out["name"] = n["name"]
+        if n.get("children"):
+            out["children"] = [number(c) for c in n["children"]]
+        return out
+
+    return number(tree)
+
+
+@settings(max_examples=60, deadline=None)
+@given(trees(), st.integers(10, 80), st.integers(200, 3000))
+def test_any_tree_renders_within_its_bounds(
+    tree: dict[str, Any], max_nodes: int, max_chars: int
+) -> None:
+    state = UIState(max_nodes=max_nodes, max_chars=max_chars)
+    state.update(snapshot({"root": with_refs(tree), "captured_at": 1}))
+    assert state.nodes <= max_nodes
+    text = state.render()
+    assert text is not None
+    # The budget holds but for the closing lines (the count and the closing tag).
+    body = text.rsplit("\n", 2)[0] if "more elements" in text else text.rsplit("\n", 1)[0]
+    assert len(body) <= max_chars
+    for line in text.splitlines():
+        if line.lstrip().startswith("- ["):
+            ref = line.split("[", 1)[1].split("]", 1)[0]
+            assert state.find(ref) is not None, line
+            assert len(line) < 2 * 80 + 200  # names are cut
 
 
 def test_refresh_keeps_one_ui_state_message_at_the_end() -> None:
