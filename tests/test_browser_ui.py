@@ -40,6 +40,14 @@ def stub() -> Iterator[OpenAIStub]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def stub_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -> ServerProcess:
+    return start_server(
+        llm="openai", stt="openai", tts="openai",
+        openai_base_url=stub.base_url, openai_api_key=stub.api_key,
+    )  # fmt: skip
+
+
 def session(server: ServerProcess) -> dict[str, Any]:
     (live,) = httpx.get(f"{server.url}/api/sessions", timeout=5).json()["sessions"]
     return httpx.get(f"{server.url}/api/sessions/{live['pc_id']}", timeout=5).json()
@@ -54,15 +62,10 @@ def wait_until(predicate: Callable[[], bool], within: float, what: str) -> None:
 
 @pytest.mark.timeout(90)
 def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
-    start_server: Callable[..., ServerProcess],
-    stub: OpenAIStub,
-    silence_wav: Path,
-    tmp_path: Path,
+    stub_server: ServerProcess, stub: OpenAIStub, silence_wav: Path, tmp_path: Path
 ) -> None:
-    server = start_server(
-        llm="openai", stt="openai", tts="openai",
-        openai_base_url=stub.base_url, openai_api_key=stub.api_key,
-    )  # fmt: skip
+    server = stub_server
+    stub.reset()
     errors: list[str] = []
     with chromium(silence_wav, tmp_path / "profile") as context:
         page = open_page(context, f"{server.url}/", errors)
@@ -104,6 +107,38 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
         # The click went back to the server as a ui-event, and the saved note in a snapshot.
         wait_until(lambda: session(server)["ui"]["events"] >= 1, 5, "the click reached the server")
         wait_until(lambda: session(server)["ui"]["snapshots"] >= 3, 5, "newer snapshots")
+        expect(page.locator("#error")).to_be_hidden()
+        page.click("#disconnect")
+    stub.reset()
+    assert not errors, errors
+
+
+@pytest.mark.timeout(60)
+def test_job_groups_are_listed_and_cancelled_from_the_page(
+    stub_server: ServerProcess, stub: OpenAIStub, silence_wav: Path, tmp_path: Path
+) -> None:
+    stub.reset()
+    calls = (
+        ToolCall("research_topic", {"topic": "owls"}),
+        ToolCall("research_topic", {"topic": "bats"}),
+    )
+    stub.script_chat(ChatReply("", calls), "Stopped.")
+    errors: list[str] = []
+    with chromium(silence_wav, tmp_path / "profile") as context:
+        page = open_page(context, f"{stub_server.url}/", errors)
+        page.click("#speaker")
+        page.click("#connect")
+        expect(page.locator("#status")).to_have_attribute("data-state", "connected", timeout=15000)
+        page.fill("#text-input", "Research owls and bats.")
+        page.press("#text-input", "Enter")
+        group = page.locator("#jobs li").first
+        expect(group.locator(".job")).to_have_text(["research_topic-1", "research_topic-2"])
+        expect(group.locator("b")).to_have_text("research_topic")
+        group.locator("button", has_text="Cancel").click()
+        expect(group).to_have_class(re.compile(r"\bdone\b"), timeout=5000)
+        for chip in group.locator(".job").all():
+            expect(chip).to_have_attribute("data-status", "cancelled")
+        expect(group.locator("button")).to_have_count(0)
         expect(page.locator("#error")).to_be_hidden()
         page.click("#disconnect")
     stub.reset()
