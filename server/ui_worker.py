@@ -158,9 +158,13 @@ class UIWorker:
             return
         if registry is not self._own_registry:
             return  # not a registry of our own: the LLM calls no tools, or UI tools are off
-        for spec in ui_tools(self):
+        specs = ui_tools(self)
+        for spec in specs:
             registry.register(spec)
-        self._context.set_tools(registry.openai_tools())
+        # Appended to what the LLM is offered already (which may hold more than the
+        # registry: e.g. the client's own tools).
+        offered = [*(self._context.tools or ()), *(spec.openai_tool() for spec in specs)]
+        self._context.set_tools(offered)
         self._offering = True
 
     def _before_llm_run(self) -> None:
