@@ -76,6 +76,9 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
         save = page.evaluate("parleyUI.refOf(document.getElementById('note-save'))")
         title = page.evaluate("parleyUI.refOf(document.getElementById('note-title'))")
         assert re.fullmatch(r"e\d+", save) and save != title
+        size = page.evaluate("JSON.stringify(parleyUI.snapshot()).length")
+        print(f"the page's snapshot: {size} bytes")
+        assert size < 16 * 1024, "well under the data channel's 64 KiB message limit"
 
         calls = (
             ToolCall("show_toast", {"title": "Hello from Parley", "description": "A toast."}),
@@ -86,9 +89,11 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
         stub.script_chat(ChatReply("Here you go.", calls), "Done.")
         page.fill("#text-input", "Show me the notes.")
         page.press("#text-input", "Enter")
+        asked = time.monotonic()
 
         toast = page.locator("#toasts .toast")
         expect(toast).to_contain_text("Hello from Parley", timeout=15000)
+        print(f"send-text → toast shown: {1000 * (time.monotonic() - asked):.0f} ms")
         expect(toast).to_contain_text("A toast.")
         expect(page.locator("#note-save")).to_have_class(re.compile(r"\bui-highlight\b"))
         # Filled in, then saved by the agent's click (the form clears its fields).
@@ -99,6 +104,7 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
         # What the LLM saw: the page as a <ui_state> outline with those refs.
         request = stub.requests("/v1/chat/completions")[0].body
         (state,) = [m["content"] for m in request["messages"] if "<ui_state>" in m["content"]]
+        print(f"<ui_state>: {len(state)} characters")
         assert f'[{save}] button "Save note"' in state
         assert f'[{title}] textbox "Title"' in state
         assert 'status "Connected"' in state and 'combobox "Microphone"' in state
