@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import uvicorn
+from fastapi import FastAPI
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,10 +30,11 @@ from pipeline.ui_protocol import (
 from pipeline.ui_state import UIState
 from pipeline.ui_tools import UI_TOOL_NAMES, ui_tools
 from server import rtvi
+from server.app import create_app
 from server.rtvi import RTVIError
 from server.settings import Settings
 from server.ui_worker import UIWorker
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, free_port
 from tests.openai_stub import ChatReply, OpenAIStub
 from tests.openai_stub import ToolCall as StubToolCall
 from tests.rtc_client import RTCTestClient
@@ -490,5 +495,62 @@ async def test_bad_ui_messages_get_error_responses_and_the_session_goes_on(
         assert "malformed JSON" in error["data"]["error"]
         echo = await client.request("echo", {"still": "here"})
         assert echo["type"] == "server-response" and echo["data"]["d"] == {"still": "here"}
+    finally:
+        await client.close()
+
+
+# -- app handlers, in a server run in this process (so the test can register them) -------------
+
+
+@pytest.fixture
+def app_server(stub: OpenAIStub) -> Iterator[tuple[FastAPI, str]]:
+    port = free_port()
+    settings = Settings(
+        host="127.0.0.1", port=port, llm="openai", stt="openai", tts="openai",
+        preload_models=False, greeting="",
+        OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY=stub.api_key,
+    )  # fmt: skip
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="parley-test-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.02)
+    try:
+        yield app, f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+async def test_ui_events_reach_the_apps_handlers_in_a_live_session(
+    app_server: tuple[FastAPI, str],
+) -> None:
+    app, url = app_server
+    seen: list[tuple[str, Any]] = []
+
+    def on_saved(worker: UIWorker, event: UIEventData) -> None:
+        seen.append((event.event, event.payload))
+        worker.send_command("toast", Toast(title=f"Saved {event.payload['title']}"))
+
+    async def on_broken(worker: UIWorker, event: UIEventData) -> None:
+        raise RuntimeError("the app failed")
+
+    app.state.registry.ui_event_handlers.update({"note-saved": on_saved, "broken": on_broken})
+    client = RTCTestClient(url)
+    try:
+        await client.connect()
+        client.send_rtvi("ui-event", {"event": "note-saved", "payload": {"title": "milk"}})
+        toast = await client.wait_for(lambda m: m.get("type") == "ui-command")
+        assert toast["data"] == {"command": "toast", "payload": {"title": "Saved milk"}}
+        assert seen == [("note-saved", {"title": "milk"})]
+        broken = client.send_rtvi("ui-event", {"event": "broken"})
+        refused = await client.wait_for(lambda m: m.get("id") == broken)
+        assert refused["type"] == "error-response"
+        assert refused["data"]["error"] == "ui-event 'broken' failed: the app failed"
+        echo = await client.request("echo", 1)
+        assert echo["type"] == "server-response", "the session goes on"
     finally:
         await client.close()
