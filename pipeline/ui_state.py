@@ -6,7 +6,7 @@ it into an indented outline, one element per line::
 
     <ui_state>
     - [e1] heading "Parley" level=1
-    - [e4] region "Notes"
+    - [e4] region "Notes" view="notes"
       - [e5] textbox "Title" value="groceries" (focused)
       - [e6] button "Save note"
     selection: [e9] "two plus two"
@@ -145,6 +145,9 @@ def _describe(node: A11yNode) -> str:
         parts.append(f"value={_quoted(node.value)}")
     if node.level is not None:
         parts.append(f"level={node.level}")
+    view = (node.model_extra or {}).get("view")
+    if isinstance(view, str) and view:
+        parts.append(f"view={_quoted(view)}")  # a name for the navigate tool
     if node.rowcount is not None or node.colcount is not None:
         parts.append(f"grid={node.rowcount or '?'}x{node.colcount or '?'}")
     if node.state:

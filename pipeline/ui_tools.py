@@ -80,7 +80,7 @@ def ui_tools(ui: UICommands) -> list[ToolSpec]:
         """Take the user to a view of the app (a page section, tab or route by its name).
 
         Args:
-            view: The view's name, e.g. a section id such as "notes".
+            view: The view's name: one of the view="..." names in the <ui_state>.
         """
         ui.send_command("navigate", Navigate(view=view))
         return {"navigated": view}

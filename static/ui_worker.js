@@ -1,8 +1,9 @@
 // The page's side of the UI worker protocol: it lets the agent see this page and act on it.
 //
 //   ui-snapshot  (to the server)  a compact accessibility tree of the page, each element with
-//                                 a ref ("e12"); sent on connect and after changes (throttled,
-//                                 and only when something the tree shows did change)
+//                                 a ref ("e12"), [data-view] ones with their view name; sent on
+//                                 connect and after changes (throttled, and only when something
+//                                 the tree shows did change)
 //   ui-event     (to the server)  "click" {ref, name} on buttons and links, "navigate" {view}
 //   ui-command   (from the server) toast, navigate, highlight, focus, click, select_text,
 //                                 set_input_value; worker.register(name, fn) adds others
@@ -154,6 +155,7 @@ export class UIWorker {
       const value = cut(String(el.value));
       if (value) node.value = value;
     }
+    if (el.dataset.view) node.view = el.dataset.view; // a view the agent can navigate to
     if (role === "heading") node.level = Number(el.tagName[1]) || Number(el.getAttribute("aria-level")) || undefined;
     const state = [];
     if (document.activeElement === el) state.push("focused");

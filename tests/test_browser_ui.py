@@ -82,6 +82,7 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
 
         calls = (
             ToolCall("show_toast", {"title": "Hello from Parley", "description": "A toast."}),
+            ToolCall("navigate", {"view": "notes"}),
             ToolCall("highlight_element", {"ref": save, "duration_ms": 20000}),
             ToolCall("fill_field", {"ref": title, "value": "Buy milk"}),
             ToolCall("click_element", {"ref": save}),
@@ -96,6 +97,8 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
         print(f"send-text → toast shown: {1000 * (time.monotonic() - asked):.0f} ms")
         expect(toast).to_contain_text("A toast.")
         expect(page.locator("#note-save")).to_have_class(re.compile(r"\bui-highlight\b"))
+        expect(page.locator("#notes")).to_have_class(re.compile(r"\bui-current-view\b"))
+        assert page.evaluate("location.hash") == "#notes"
         # Filled in, then saved by the agent's click (the form clears its fields).
         expect(page.locator("#note-list li")).to_have_text(["Buy milk"])
         expect(page.locator("#note-title")).to_have_value("")
@@ -107,6 +110,7 @@ def test_the_agent_shows_a_toast_highlights_and_fills_in_the_page(
         print(f"<ui_state>: {len(state)} characters")
         assert f'[{save}] button "Save note"' in state
         assert f'[{title}] textbox "Title"' in state
+        assert 'region "Notes" view="notes"' in state
         assert 'status "Connected"' in state and 'combobox "Microphone"' in state
         assert "bot-ready" not in state, "the event log's entries are not described"
 

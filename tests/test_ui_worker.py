@@ -61,6 +61,7 @@ PAGE: dict[str, Any] = {
                 ],
             ),
             node("e6", "paragraph", "What is two plus two?"),
+            node("e7", "region", "Notes", view="notes"),
         ],
     ),
     "captured_at": 1_700_000_000_000,
@@ -90,6 +91,7 @@ def test_ui_state_outline_has_refs_roles_names_state_and_selection() -> None:
     assert '  - [e3] textbox "Title" value="groceries" (focused)' in lines
     assert '  - [e5] button "Delete" (disabled)' in lines
     assert 'selection: [e6] "two plus two"' in lines
+    assert '  - [e7] region "Notes" view="notes"' in lines
     assert state.find("e4") is not None and state.find("e99") is None
 
 
@@ -344,7 +346,7 @@ async def test_ui_tools_are_offered_from_the_first_snapshot_in_auto_mode() -> No
         conversation = Conversation(context, llm=None)  # type: ignore[arg-type]
         r.worker.attach(context, conversation, None, None)
         r.worker.handle("ui-snapshot", "s", UISnapshotData(tree=snapshot()))
-        assert context.tools is None and r.worker.state.nodes == 7
+        assert context.tools is None and r.worker.state.nodes == 8
         assert not r.worker.tools_offered
         for prepare in conversation.before_llm_run:
             prepare()
