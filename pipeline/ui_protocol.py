@@ -207,6 +207,13 @@ class SelectText(_Target):
     start_offset: int | None = Field(None, ge=0)
     end_offset: int | None = Field(None, ge=0)
 
+    @model_validator(mode="after")
+    def _ordered(self) -> SelectText:
+        start, end = self.start_offset, self.end_offset
+        if start is not None and end is not None and end < start:
+            raise ValueError("end_offset comes before start_offset")
+        return self
+
 
 class SetInputValue(_Target):
     """``set_input_value``: fill a text field (or choose a ``<select>`` option)."""

@@ -214,6 +214,16 @@ async def test_no_auto_groups_when_turned_off() -> None:
     assert h.sent == []
 
 
+async def test_a_job_that_cannot_run_completes_with_an_error() -> None:
+    h = Harness()
+    h.jobs.start([("no_such_tool", {}), ("quick", {"x": "not a number"})])
+    await h.settle()
+    assert h.kinds() == ["group_started", "job_completed", "job_completed", "group_completed"]
+    statuses = {m.worker_name: (m.status, m.response) for m in h.sent if m.kind == "job_completed"}
+    assert statuses["no_such_tool"] == ("error", {"error": "unknown tool no_such_tool"})
+    assert statuses["quick"][0] == "error" and "invalid arguments" in statuses["quick"][1]["error"]
+
+
 async def test_bad_requests_are_refused() -> None:
     h = Harness()
     with pytest.raises(JobGroupError):

@@ -384,6 +384,8 @@ async def test_ui_tools_send_commands_and_check_refs() -> None:
         ("set_input_value", {"ref": "e3", "value": "milk"}),
     ]
     sent = len(r.sent)
+    with pytest.raises(ValueError, match="before start_offset"):
+        await call("select_text", ref="e6", start_offset=5, end_offset=2)
     assert "error" in await call("highlight_element", ref="e99")
     assert await call("click_element", ref="e5") == {"error": "[e5] is disabled"}
     assert len(r.sent) == sent, "nothing is sent for a bad ref"
