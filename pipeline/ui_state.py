@@ -9,6 +9,7 @@ it into an indented outline, one element per line::
     - [e4] region "Notes" view="notes"
       - [e5] textbox "Title" value="groceries" (focused)
       - [e6] button "Save note"
+    focus: [e5] textbox "Title"
     selection: [e9] "two plus two"
     </ui_state>
 
@@ -102,6 +103,10 @@ class UIState:
         hidden = len(visible) - shown + self.dropped
         if hidden:
             lines.append(f"… {hidden} more elements not shown")
+        # Focus and selection get lines of their own: they survive a cut outline.
+        focused = next((n for n in self._refs.values() if "focused" in (n.state or ())), None)
+        if focused is not None:
+            lines.append(f"focus: [{focused.ref}] {focused.role} {_quoted(focused.name or '')}")
         selection = self.snapshot.selection
         if selection is not None and selection.text.strip():
             lines.append(f"selection: [{selection.ref}] {_quoted(selection.text)}")

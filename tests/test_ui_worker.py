@@ -91,6 +91,7 @@ def test_ui_state_outline_has_refs_roles_names_state_and_selection() -> None:
     assert '  - [e3] textbox "Title" value="groceries" (focused)' in lines
     assert '  - [e5] button "Delete" (disabled)' in lines
     assert 'selection: [e6] "two plus two"' in lines
+    assert 'focus: [e3] textbox "Title"' in lines
     assert '  - [e7] region "Notes" view="notes"' in lines
     assert state.find("e4") is not None and state.find("e99") is None
 
