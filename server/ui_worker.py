@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any
 
 from loguru import logger
@@ -30,7 +30,7 @@ from pipeline.conversation import Conversation
 from pipeline.job_groups import JobGroupError, JobGroups
 from pipeline.messages import SystemMessage
 from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolRegistry
+from pipeline.tools import ToolRegistry, ToolSpec
 from pipeline.ui_protocol import (
     UI_CANCEL_JOB_GROUP,
     UI_COMMAND,
@@ -55,6 +55,39 @@ UIEventHandler = Callable[["UIWorker", UIEventData], Awaitable[None] | None]
 NOTE_PAYLOAD_CHARS = 300
 
 
+class SessionTools(ToolRegistry):
+    """The shared tools, looked up live (tools added to them later count too), plus the
+    tools of this session only (the UI tools, bound to it)."""
+
+    def __init__(self, shared: ToolRegistry | None) -> None:
+        super().__init__()
+        self.shared = shared
+
+    def register(self, spec: ToolSpec) -> ToolSpec:
+        if self.shared is not None and spec.name in self.shared:
+            raise ValueError(f"tool {spec.name} is already registered")
+        return super().register(spec)
+
+    def get(self, name: str) -> ToolSpec | None:
+        own = super().get(name)
+        if own is None and self.shared is not None:
+            return self.shared.get(name)
+        return own
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return [spec.openai_tool() for spec in self]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        yield from self.shared or ()
+        yield from super().__iter__()
+
+    def __len__(self) -> int:
+        return len(self.shared or ()) + super().__len__()
+
+
 class UIWorker:
     """Serves one session's UI messages and sends its UI commands and job groups."""
 
@@ -77,7 +110,7 @@ class UIWorker:
         self._report = report
         self._context: LLMContext | None = None
         self._registry: ToolRegistry | None = None
-        self._own_registry: ToolRegistry | None = None  # made by tool_registry()
+        self._own_registry: SessionTools | None = None  # made by tool_registry()
         self._offering = False  # the UI tools are registered and in the LLM's tool list
 
     # -- server → client -------------------------------------------------------------------
@@ -112,9 +145,7 @@ class UIWorker:
         """The session's own registry: ``base``'s tools, and the UI tools once offered."""
         if not can_call or self.settings.ui_tools == "off":
             return base
-        registry = self._own_registry = ToolRegistry()
-        for spec in base or ():
-            registry.register(spec)
+        registry = self._own_registry = SessionTools(base)
         return registry
 
     def attach(

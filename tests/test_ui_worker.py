@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pipeline.context import LLMContext
 from pipeline.conversation import Conversation
 from pipeline.messages import SystemMessage, UserMessage
-from pipeline.tools import ToolRegistry
+from pipeline.tools import ToolRegistry, ToolSpec
 from pipeline.ui_protocol import (
     A11ySnapshot,
     Toast,
@@ -339,6 +339,23 @@ async def test_ui_tools_are_offered_from_the_first_snapshot_in_auto_mode() -> No
     r.worker.handle("ui-snapshot", "s", UISnapshotData(tree=snapshot()))
     assert {t["function"]["name"] for t in context.tools or ()} == UI_TOOL_NAMES
     assert set(spec.name for spec in registry) == UI_TOOL_NAMES, "the runner can run them"
+    # The shared tools stay shared: one added later is found by the session's registry too,
+    # while the UI tools (bound to one session) never reach the shared registry.
+    shared = ToolRegistry()
+    r = Recorder()
+    registry = r.worker.tool_registry(shared, can_call=True)
+    context = LLMContext()
+    r.worker.attach(context, Conversation(context, llm=None), None, registry)  # type: ignore[arg-type]
+    r.worker.handle("ui-snapshot", "s", UISnapshotData(tree=snapshot()))
+
+    async def later() -> None:
+        """Added after the session started."""
+
+    spec = shared.register(ToolSpec.from_function(later))
+    assert registry is not None and registry.get("later") is spec and "later" in registry
+    assert len(registry) == len(UI_TOOL_NAMES) + 1 and len(shared) == 1
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(spec)
     # An LLM that cannot call tools gets none, and snapshots are kept all the same.
     for mode in ("auto", "on", "off"):
         r = Recorder(ui_tools=mode)
