@@ -140,6 +140,8 @@ class Conversation:
         self._run_pending = False
         self._audio_next = True
         self._ticker: asyncio.Task[None] | None = None
+        # Called just before each LLM run (not greetings): e.g. refresh the <ui_state>.
+        self.before_llm_run: list[Callable[[], None]] = []
 
     # -- input --------------------------------------------------------------------------
 
@@ -205,6 +207,9 @@ class Conversation:
         self, llm: LLMService, completion: TurnCompletionFilter | None, audio: bool
     ) -> None:
         self._cancel_reprompt()
+        if llm is self.llm:
+            for prepare in self.before_llm_run:
+                prepare()
         tts, output = (self.tts, self.output) if audio else (None, None)
         turn = BotTurn(self.context, llm, self.feed, tts, output, completion, self.turn_completion)
         self._turn = asyncio.get_running_loop().create_task(turn.run(), name="bot-turn")

@@ -119,6 +119,16 @@ class ToolRunner:
         del self._open[tool_call_id]
         entry[1].cancel()
 
+    def abort(self, tool_call_id: str) -> bool:
+        """Stop a running call, async tools included, without feeding anything: the
+        caller reports how it ended (a job group cancelled by the user). False if the
+        call is not running."""
+        entry = self._open.pop(tool_call_id, None)
+        if entry is None:
+            return False
+        entry[1].cancel()
+        return True
+
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         for tool_call_id, (_, open_task) in list(self._open.items()):

@@ -106,7 +106,7 @@ class ChatChannel:
             return
         try:
             msg = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: absurdly nested JSON
             self._on_invalid("malformed JSON")
             return
         if isinstance(msg, dict) and msg.get("type") == "signalling":

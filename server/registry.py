@@ -21,6 +21,7 @@ from server.sessions import (
 )
 from server.settings import Settings
 from server.transcripts import TranscriptStore
+from server.ui_worker import UIEventHandler
 
 # /start records waiting for an offer, at most this many per session slot.
 STARTS_PER_SLOT = 4
@@ -52,6 +53,8 @@ class SessionRegistry:
         self.store = store
         self.services = services
         self.handlers = handlers
+        # App handlers for ui-event messages, by event name (server/ui_worker.py).
+        self.ui_event_handlers: dict[str, UIEventHandler] = {}
         self.sessions: dict[str, Session] = {}
         self.starts: dict[str, StartRecord] = {}
         self.total_created = 0
@@ -100,6 +103,7 @@ class SessionRegistry:
             on_closed=self._remove,
             store=self.store,
             owner=owner,
+            ui_event_handlers=self.ui_event_handlers,
         )
         if start is not None:
             start.pc_id = pc_id

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pipeline.ui_protocol import UICancelJobGroupData, UIEventData, UISnapshotData
 from server.rtvi_messages import (
     BotReadyData,
     ErrorData,
@@ -107,6 +108,10 @@ CLIENT_DATA_MODELS: dict[str, type[BaseModel]] = {
     "send-text": SendTextData,
     "disconnect-bot": DisconnectBotData,
     "llm-function-call-result": FunctionCallResultData,
+    # The UI worker protocol (server/ui_worker.py).
+    "ui-event": UIEventData,
+    "ui-snapshot": UISnapshotData,
+    "ui-cancel-job-group": UICancelJobGroupData,
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 from loguru import logger
 
 from pipeline.client_tools import ClientToolError
+from pipeline.ui_protocol import UI_CLIENT_TYPES
 from server import __version__, rtvi
 from server.rtvi import (
     ClientMessageData,
@@ -53,6 +54,7 @@ class RTVISession(Protocol):
     def client_tool_result(self, data: FunctionCallResultData) -> None: ...
 
     def send_server_message(self, data: Any) -> None: ...
+    def handle_ui(self, type_: str, msg_id: str, data: Any) -> None: ...
 
 
 ClientMessageHandler = Callable[[RTVISession, Any], Awaitable[Any]]
@@ -147,10 +149,18 @@ class RTVIHandler:
                     self._session.client_tool_result(data)
                 except ClientToolError as exc:
                     raise RTVIError(str(exc), envelope.id) from None
+            elif envelope.type in UI_CLIENT_TYPES:
+                self._session.handle_ui(envelope.type, envelope.id, data)
             elif envelope.type == "disconnect-bot":
                 self._session.request_close("disconnect-bot")
         except RTVIError as exc:
             self.report(exc)
+        except Exception as exc:
+            # Raised into aiortc's data-channel callback it would end the association:
+            # a bug serving one message must cost that message only.
+            logger.opt(exception=exc).error("rtvi: serving a message failed")
+            msg_id = raw.get("id") if isinstance(raw, dict) else None
+            self.report(RTVIError("internal error", msg_id if isinstance(msg_id, str) else None))
 
     def report(self, exc: RTVIError) -> None:
         """Tell the client what was wrong: ``error-response`` when there is an id to answer."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -30,6 +30,7 @@ from server.session_record import SessionRecorder
 from server.settings import Settings
 from server.system_log import SystemLogForwarder, session_context
 from server.transcripts import TranscriptStore
+from server.ui_worker import UIEventHandler, UIWorker
 from server.voice import VoiceSession
 from server.webrtc import PacedAudioTrack, create_peer_connection
 
@@ -96,6 +97,7 @@ class Session:
         on_closed: Callable[[Session], None] | None = None,
         store: TranscriptStore | None = None,
         owner: str | None = None,
+        ui_event_handlers: Mapping[str, UIEventHandler] | None = None,
     ) -> None:
         self.pc_id = pc_id
         self.owner = owner  # the credential that created it (auth.require_api_key)
@@ -122,7 +124,8 @@ class Session:
             rate=TokenBucket(settings.message_rate, settings.message_burst),
         )
         self.rtvi = RTVIHandler(self, handlers, max_text_chars=settings.max_text_chars)
-        self.voice = VoiceSession(services, settings, self.outbound, self.send)
+        self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, ui_event_handlers)
+        self.voice = VoiceSession(services, settings, self.outbound, self.send, ui=self.ui)
         self.system_log: SystemLogForwarder | None = None
         if settings.rtvi_system_log != "off":
             self.system_log = SystemLogForwarder(pc_id, self.send, settings.rtvi_system_log)
@@ -252,6 +255,10 @@ class Session:
         """Push an app-defined message to the client (RTVI ``server-message``)."""
         self.send(rtvi.message("server-message", data))
 
+    def handle_ui(self, type_: str, msg_id: str, data: Any) -> None:
+        """A UI worker protocol message (``ui-snapshot``, ``ui-event``, ``ui-cancel-job-group``)."""
+        self.ui.handle(type_, msg_id, data)
+
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a task this session owns (cancelled when it closes)."""
         with session_context(self.pc_id):
@@ -342,6 +349,7 @@ class Session:
             "track_status": dict(self.track_status),
             "request_data": self.request_data,
             "conversation": self.voice.info(),
+            "ui": self.ui.info(),
         }
 
 

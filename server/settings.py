@@ -178,6 +178,23 @@ class Settings(BaseSettings):
     tools_enabled: bool = Field(
         True, description="Offer the built-in tools to LLMs that can call them."
     )
+    ui_tools: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Offer the UI tools (toast, navigate, highlight, focus, click, select, "
+        "fill) to LLMs that can call tools: auto = once the client has sent a ui-snapshot.",
+    )
+    ui_state_max_chars: int = Field(
+        4000, ge=200, description="Longest <ui_state> outline of the client's UI the LLM gets."
+    )
+    ui_snapshot_max_nodes: int = Field(
+        500, ge=10, description="Elements kept from a client's ui-snapshot (the rest pruned)."
+    )
+    ui_events_to_llm: bool = Field(
+        False, description="Note each ui-event from the client in the LLM context."
+    )
+    ui_job_groups: bool = Field(
+        True, description="Report async tool calls of one LLM response as a ui-job-group."
+    )
     function_call_report_level: ReportLevel = Field(
         "name", description="How much of a tool call the client sees: none, name, or full."
     )

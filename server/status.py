@@ -53,6 +53,7 @@ class SessionInfo(BaseModel):
     track_status: dict[str, bool | None]
     request_data: Any = None
     conversation: dict[str, Any] = {}
+    ui: dict[str, Any] = {}  # the UI worker protocol: snapshots, events, job groups
 
 
 class SessionList(BaseModel):

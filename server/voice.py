@@ -27,6 +27,7 @@ from server.rtvi_audio import AudioLevelMeter, TTSAudioTap
 from server.rtvi_events import FunctionCallReporting, RTVIEvents
 from server.services import Services
 from server.settings import Settings
+from server.ui_worker import UIWorker
 from server.webrtc import PacedAudioTrack
 
 # How often a session checks for audio that stopped arriving mid-speech.
@@ -42,9 +43,13 @@ class VoiceSession:
         settings: Settings,
         output: PacedAudioTrack,
         send: Callable[[dict[str, Any]], None],
+        ui: UIWorker | None = None,
     ) -> None:
         self.settings = settings
-        tools = services.tools if settings.tools_enabled and services.llm.supports_tools else None
+        can_call = services.llm.supports_tools
+        tools = services.tools if settings.tools_enabled and can_call else None
+        if ui is not None:
+            tools = ui.tool_registry(tools, can_call)  # plus the UI tools, bound to this call
         self.context = LLMContext(
             [{"role": "system", "content": settings.system_prompt}],
             tools=tools.openai_tools() if tools else None,
@@ -78,7 +83,10 @@ class VoiceSession:
             model=services.vad,
         )
         self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed)
-        self.tools = ToolRunner(services.tools, self.conversation.feed) if tools else None
+        # ``is not None``: the UI worker's registry may start empty and get the UI tools later.
+        self.tools = ToolRunner(tools, self.conversation.feed) if tools is not None else None
+        if ui is not None:
+            ui.attach(self.context, self.conversation, self.tools, tools)
         if self.tools is not None:
             self.tools.attach(self.conversation.events)
         self.client_tools: ClientToolCalls | None = None

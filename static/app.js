@@ -1,10 +1,13 @@
 // The page: wires a ParleyClient (parley.js) to the controls, the transcript, the event
 // panel, the level meters and the latency readout. Read top to bottom.
 import { ParleyClient } from "./parley.js";
+import { UIWorker } from "./ui_worker.js";
 
 const $ = (id) => document.getElementById(id);
 const client = new ParleyClient();
 window.parley = client; // handy in devtools
+const ui = new UIWorker(client, { toasts: $("toasts") }); // the agent sees and drives this page
+window.parleyUI = ui;
 
 const MAX_EVENTS = 200;
 // Level (RMS of samples in -1..1) above which the bot counts as audible: about -40 dBFS.
@@ -281,3 +284,59 @@ function tick() {
   requestAnimationFrame(tick);
 }
 requestAnimationFrame(tick);
+
+// -- notes: a small form the agent can fill in and save ------------------------------------
+
+$("note-form").onsubmit = (e) => {
+  e.preventDefault();
+  const title = $("note-title").value.trim();
+  if (!title) return;
+  const li = document.createElement("li");
+  li.textContent = $("note-body").value.trim() ? `${title}: ${$("note-body").value.trim()}` : title;
+  $("note-list").append(li);
+  $("note-title").value = $("note-body").value = "";
+};
+
+// -- job groups (ui-job-group): one line per group, one chip per job --------------------------
+
+const jobGroups = new Map(); // job_id -> {li, workers: Map(name -> chip)}
+
+client.on("ui-job-group", (data) => {
+  if (data.kind === "group_started") {
+    const li = document.createElement("li");
+    li.dataset.jobId = data.job_id;
+    li.innerHTML = '<b></b> <span class="workers"></span> ';
+    li.querySelector("b").textContent = data.label ?? "jobs";
+    const workers = new Map();
+    for (const name of data.workers ?? []) {
+      const chip = document.createElement("span");
+      chip.className = "job";
+      chip.dataset.status = "running";
+      chip.textContent = name;
+      li.querySelector(".workers").append(chip, " ");
+      workers.set(name, chip);
+    }
+    if (data.cancellable) {
+      const cancel = document.createElement("button");
+      cancel.textContent = "Cancel";
+      cancel.onclick = () => ui.cancelJobGroup(data.job_id);
+      li.append(cancel);
+    }
+    $("jobs").prepend(li);
+    jobGroups.set(data.job_id, { li, workers });
+    return;
+  }
+  const group = jobGroups.get(data.job_id);
+  if (!group) return;
+  const chip = group.workers.get(data.worker_name);
+  if (data.kind === "job_update" && chip) {
+    chip.title = JSON.stringify(data.data);
+  } else if (data.kind === "job_completed" && chip) {
+    chip.dataset.status = data.status;
+    chip.title = JSON.stringify(data.response);
+  } else if (data.kind === "group_completed") {
+    group.li.classList.add("done");
+    group.li.querySelector("button")?.remove();
+    jobGroups.delete(data.job_id);
+  }
+});

@@ -1,0 +1,160 @@
+"""The client's latest UI snapshot, and the compact ``<ui_state>`` view the LLM reads.
+
+One :class:`UIState` per session keeps only the newest snapshot, pruned to ``max_nodes``
+elements, so its size is bounded whatever the client sends. :meth:`UIState.render` turns
+it into an indented outline, one element per line::
+
+    <ui_state>
+    - [e1] heading "Parley" level=1
+    - [e4] region "Notes" view="notes"
+      - [e5] textbox "Title" value="groceries" (focused)
+      - [e6] button "Save note"
+    focus: [e5] textbox "Title"
+    selection: [e9] "two plus two"
+    </ui_state>
+
+Unnamed containers (``generic``, ``group``, ``none`` …) are left out and their children
+moved up, names and values are cut at ``MAX_TEXT`` characters, and once ``max_chars`` is
+reached the rest is summarized as a count. :meth:`UIState.refresh` keeps exactly one such
+message in the context, at its end, replaced before each LLM run: copies never accumulate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from pipeline.context import LLMContext
+from pipeline.messages import Message, SystemMessage
+from pipeline.ui_protocol import A11yNode, A11ySnapshot
+
+MAX_TEXT = 80
+# Roles that only group other elements: without a name they say nothing to the LLM.
+_SILENT_ROLES = frozenset({"generic", "group", "none", "presentation", "div", "span", "document"})
+_HEADER = "The user's screen, as an outline. Refer to elements by their [ref] with the UI tools."
+
+
+def _cut(text: str, limit: int = MAX_TEXT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(_cut(text), ensure_ascii=False)
+
+
+class UIState:
+    """The newest snapshot of one client, bounded, and its rendering for the LLM."""
+
+    def __init__(self, max_nodes: int = 500, max_chars: int = 4000) -> None:
+        self.max_nodes = max_nodes
+        self.max_chars = max_chars
+        self.snapshot: A11ySnapshot | None = None
+        self.nodes = 0  # elements kept from the last snapshot
+        self.dropped = 0  # elements pruned from it
+        self._refs: dict[str, A11yNode] = {}
+        self._message: Message | None = None
+
+    # -- keeping the snapshot ------------------------------------------------------------
+
+    def update(self, snapshot: A11ySnapshot) -> None:
+        """Keep ``snapshot`` (pruned to ``max_nodes`` elements, depth first) as the newest."""
+        budget = [self.max_nodes]
+        total = [0]
+        snapshot.root = self._prune(snapshot.root, budget, total)
+        self.snapshot = snapshot
+        self.nodes = self.max_nodes - budget[0]
+        self.dropped = total[0] - self.nodes
+        self._refs = {node.ref: node for node, _ in _walk(snapshot.root, 0)}
+
+    def _prune(self, node: A11yNode, budget: list[int], total: list[int]) -> A11yNode:
+        total[0] += 1
+        budget[0] -= 1
+        kept: list[A11yNode] = []
+        for child in node.children or ():
+            if budget[0] <= 0:
+                total[0] += _count(child)
+                continue
+            kept.append(self._prune(child, budget, total))
+        node.children = kept or None
+        return node
+
+    def find(self, ref: str) -> A11yNode | None:
+        """The element ``ref`` of the newest snapshot, if it has one."""
+        return self._refs.get(ref)
+
+    # -- the LLM's view --------------------------------------------------------------------
+
+    def render(self) -> str | None:
+        """The ``<ui_state>`` text, or None before the first snapshot."""
+        if self.snapshot is None:
+            return None
+        lines = ["<ui_state>", _HEADER]
+        used = sum(len(line) + 1 for line in lines)
+        shown = 0
+        visible = list(_visible(self.snapshot.root, 0))
+        for node, depth in visible:
+            line = "  " * depth + "- " + _describe(node)
+            if used + len(line) + 1 > self.max_chars:
+                break
+            lines.append(line)
+            used += len(line) + 1
+            shown += 1
+        hidden = len(visible) - shown + self.dropped
+        if hidden:
+            lines.append(f"… {hidden} more elements not shown")
+        # Focus and selection get lines of their own: they survive a cut outline.
+        focused = next((n for n in self._refs.values() if "focused" in (n.state or ())), None)
+        if focused is not None:
+            lines.append(f"focus: [{focused.ref}] {focused.role} {_quoted(focused.name or '')}")
+        selection = self.snapshot.selection
+        if selection is not None and selection.text.strip():
+            lines.append(f"selection: [{selection.ref}] {_quoted(selection.text)}")
+        lines.append("</ui_state>")
+        return "\n".join(lines)
+
+    def refresh(self, context: LLMContext) -> None:
+        """Replace the previous ``<ui_state>`` message with the current one, at the end."""
+        old, self._message = self._message, None
+        if old is not None:
+            context.transform_messages(lambda messages: [m for m in messages if m is not old])
+        text = self.render()
+        if text is not None:
+            self._message = context.add_message(SystemMessage(text))
+
+
+def _walk(node: A11yNode, depth: int) -> Iterator[tuple[A11yNode, int]]:
+    yield node, depth
+    for child in node.children or ():
+        yield from _walk(child, depth + 1)
+
+
+def _count(node: A11yNode) -> int:
+    return sum(1 for _ in _walk(node, 0))
+
+
+def _visible(node: A11yNode, depth: int) -> Iterator[tuple[A11yNode, int]]:
+    """Elements worth a line, with their depth once silent containers are skipped."""
+    silent = node.role in _SILENT_ROLES and not node.name
+    if not silent:
+        yield node, depth
+    for child in node.children or ():
+        yield from _visible(child, depth if silent else depth + 1)
+
+
+def _describe(node: A11yNode) -> str:
+    parts = [f"[{node.ref}] {node.role}"]
+    if node.name:
+        parts.append(_quoted(node.name))
+    if node.value:
+        parts.append(f"value={_quoted(node.value)}")
+    if node.level is not None:
+        parts.append(f"level={node.level}")
+    view = (node.model_extra or {}).get("view")
+    if isinstance(view, str) and view:
+        parts.append(f"view={_quoted(view)}")  # a name for the navigate tool
+    if node.rowcount is not None or node.colcount is not None:
+        parts.append(f"grid={node.rowcount or '?'}x{node.colcount or '?'}")
+    if node.state:
+        parts.append("(" + ", ".join(_cut(s, 20) for s in node.state[:6]) + ")")
+    return " ".join(parts)
