@@ -353,6 +353,12 @@ class EmbeddedModels:
         return {m.role: m.status() for m in self.models}
 
     def shutdown(self) -> None:
-        """Stop the pools (queued calls are dropped; running ones finish)."""
+        """Stop the pools (queued calls are dropped; running ones finish). A shut-down
+        registry is no longer the shared one: an app started again in this process (tests,
+        an embedding host) gets a fresh one instead of pools that refuse work."""
+        cls = type(self)
+        with cls._shared_lock:
+            if cls._shared is self:
+                cls._shared = None
         for model in self.models:
             model.pool.shutdown()
