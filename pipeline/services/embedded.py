@@ -133,7 +133,10 @@ class EmbeddedConfig:
     stt_threads: int = 2  # CTranslate2 intra-op threads per transcription
     stt_workers: int = 1  # one utterance at a time already uses both cores
     stt_queue: int = 8
-    llm_threads: int = 2
+    # One thread: SmolLM2-135M is memory-bound, so a second thread adds nothing alone (123
+    # vs 109 chunks/s here) and, when anything else wants a core (the event loop, STT, a
+    # neighbour), llama.cpp's thread barriers make two threads collapse (49 vs 105).
+    llm_threads: int = 1
     llm_workers: int = 2  # = llama.cpp slots; concurrent requests share one batched decode
     llm_queue: int = 8
     llm_context: int = 1024  # tokens per slot (prompt + answer)
