@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
 
 from server import __version__
+from server.process_stats import process_stats
 from server.signalling import ERRORS, Registry
 
 router = APIRouter()
@@ -22,6 +23,8 @@ class Health(BaseModel):
     sessions_total: int
     max_sessions: int
     models: dict[str, Any]
+    circuits: dict[str, Any] = {}
+    process: dict[str, Any] = {}
 
 
 class ClientInfoModel(BaseModel):
@@ -69,6 +72,8 @@ async def health(request: Request, registry: Registry) -> Health:
         sessions_total=registry.total_created,
         max_sessions=registry.settings.max_sessions,
         models=registry.services.status(),
+        circuits=registry.services.circuits(),
+        process=process_stats().as_dict(),
     )
 
 

@@ -21,6 +21,7 @@ from aiortc import (
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame, AudioResampler
 
+from server.process_stats import watch_peer_connection
 from server.settings import IceServer
 
 PIPELINE_RATE = 16000
@@ -39,7 +40,7 @@ def create_peer_connection(ice_servers: list[IceServer]) -> RTCPeerConnection:
         RTCIceServer(urls=s.urls, username=s.username, credential=s.credential) for s in ice_servers
     ]
     config = RTCConfiguration(iceServers=servers, bundlePolicy=RTCBundlePolicy.MAX_BUNDLE)
-    return RTCPeerConnection(configuration=config)
+    return watch_peer_connection(RTCPeerConnection(configuration=config))
 
 
 async def read_inbound_audio(track: MediaStreamTrack, on_frame: Callable[[bytes], None]) -> None:
