@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from typing import Any
 
@@ -21,6 +22,8 @@ from server.settings import Settings
 
 # /start records waiting for an offer, at most this many per session slot.
 STARTS_PER_SLOT = 4
+# Seconds after the last session closed before garbage is collected.
+COLLECT_DELAY = 0.5
 
 
 class SessionRegistry:
@@ -75,10 +78,20 @@ class SessionRegistry:
     def _remove(self, session: Session) -> None:
         if self.sessions.get(session.pc_id) is session:
             del self.sessions[session.pc_id]
+            if not self.sessions:
+                # Soon, once the closing session's own frames have let go of it.
+                asyncio.get_running_loop().call_later(COLLECT_DELAY, self._collect_if_idle)
         if session.start_id and session.start_id in self.starts:
             record = self.starts[session.start_id]
             if record.pc_id == session.pc_id and session.close_reason != "restart":
                 del self.starts[session.start_id]
+
+    def _collect_if_idle(self) -> None:
+        """A closed call lives on in reference cycles (aiortc's and the session's own)
+        until a full collection, which Python runs rarely. With no call left nothing
+        streams, so the pause of collecting now harms no one."""
+        if not self.sessions:
+            gc.collect()
 
     async def close(self, pc_id: str, reason: str) -> bool:
         """Close one session and wait for it; False when there is no such session."""
@@ -125,8 +138,13 @@ class SessionRegistry:
                 # The event loop was blocked (e.g. a model loading): media and pings are
                 # still waiting to be read, so silence now proves nothing.
                 continue
-            for session in list(self.sessions.values()):
-                if now - session.last_activity > timeout:
-                    logger.info("session {}: no sign of life for {:.1f} s", session.pc_id, timeout)
-                    session.request_close("liveness lost")
+            self._close_silent(now, timeout)
             self.expire_starts()
+
+    def _close_silent(self, now: float, timeout: float) -> None:
+        # A function of its own: a loop variable in watch_liveness's frame would keep the
+        # last session checked (and its peer connection) alive while the server idles.
+        for session in list(self.sessions.values()):
+            if now - session.last_activity > timeout:
+                logger.info("session {}: no sign of life for {:.1f} s", session.pc_id, timeout)
+                session.request_close("liveness lost")

@@ -25,7 +25,12 @@ from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
 from server.settings import Settings
 from server.voice import VoiceSession
-from server.webrtc import PacedAudioTrack, create_peer_connection, read_inbound_audio
+from server.webrtc import (
+    PacedAudioTrack,
+    create_peer_connection,
+    read_inbound_audio,
+    release_peer_connection,
+)
 
 # How long closing may wait for the peer connection to shut down.
 CLOSE_TIMEOUT = 5.0
@@ -251,6 +256,7 @@ class Session:
                 await self.pc.close()
         except Exception as exc:
             logger.warning("session {}: peer connection close: {!r}", self.pc_id, exc)
+        release_peer_connection(self.pc)
         self.state = SessionState.CLOSED
         self.closed.set()
         if self._on_closed is not None:

@@ -121,14 +121,19 @@ class RTCTestClient:
 
     # -- signalling ----------------------------------------------------------------
 
-    async def connect(self, session_id: str | None = None, trickle: bool = True) -> float:
-        """Offer, get the answer, trickle candidates; returns seconds to ``bot-ready``."""
+    async def connect(
+        self, session_id: str | None = None, trickle: bool = True, restart_pc: bool = False
+    ) -> float:
+        """Offer, get the answer, trickle candidates; returns seconds to ``bot-ready``.
+        ``restart_pc``: take over ``self.pc_id`` (set beforehand) with this new peer
+        connection, as a browser does after losing its connection."""
         if session_id:
             self.offer_path = f"/sessions/{session_id}/api/offer"
         started = time.monotonic()
         await self.pc.setLocalDescription(await self.pc.createOffer())
         sdp, candidates = split_candidates(self.pc.localDescription.sdp)
-        answer = await self.post_offer(sdp if trickle else self.pc.localDescription.sdp)
+        offer = sdp if trickle else self.pc.localDescription.sdp
+        answer = await self.post_offer(offer, restart_pc=restart_pc)
         await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
         if trickle:
             items = [{"candidate": c, "sdp_mid": "0", "sdp_mline_index": 0} for c in candidates]
@@ -258,6 +263,17 @@ class RTCTestClient:
     def stop_pinging(self) -> None:
         for task in self._tasks:
             task.cancel()
+
+    def vanish(self) -> None:
+        """Disappear as a crashed browser or a dead network would: no close, no goodbye.
+        The microphone stops, pings stop, and the UDP sockets under ICE are closed, so
+        nothing more reaches the server; only its liveness timeout can notice. Call
+        :meth:`close` afterwards to free this side (nothing of it gets out any more)."""
+        self.stop_pinging()
+        self.mic.stop()
+        ice = self.pc.getTransceivers()[0].sender.transport.transport
+        for protocol in ice._connection._protocols:  # aiortc exposes no public way
+            protocol.transport.close()
 
     async def close(self) -> None:
         for task in self._tasks:
