@@ -90,6 +90,9 @@ async def run_session(base_url: str, kind: str, http: httpx.AsyncClient) -> None
             await client.wait_for(is_type("bot-stopped-speaking"), within=STEP_TIMEOUT)
         else:
             raise ValueError(f"unknown kind {kind!r}")
+    except TimeoutError as exc:
+        seen = [t for t in client.types() if t != "metrics"][-8:]
+        raise TimeoutError(f"{exc.args[0][:60]}...; last messages {seen}") from None
     finally:
         for c in (client, spare):
             if c is not None:
@@ -203,7 +206,10 @@ async def churn(
     report = ChurnReport()
     kinds = itertools.cycle(KINDS)
     started = time.monotonic()
-    async with httpx.AsyncClient(base_url=base_url, timeout=STEP_TIMEOUT) as http:
+    # Idle connections expire before uvicorn's 5 s keep-alive closes them: a request
+    # must never be sent on a connection the server is closing.
+    limits = httpx.Limits(keepalive_expiry=2.0)
+    async with httpx.AsyncClient(base_url=base_url, timeout=STEP_TIMEOUT, limits=limits) as http:
         report.start = (await health(http))["process"]
 
         async def batch(count: int) -> None:
@@ -239,10 +245,13 @@ async def churn(
     return report
 
 
-def start_stack(liveness: float, log_dir: Path) -> tuple[OpenAIStub, ServerProcess]:
-    """The stub (answers spoken for about 1.5 s) and a server with every model at it."""
+def start_stack(
+    liveness: float, log_dir: Path, seconds_per_char: float = 0.04
+) -> tuple[OpenAIStub, ServerProcess]:
+    """The stub (its answer spoken for 38 times ``seconds_per_char`` seconds) and a server
+    with every model at it."""
     stub = OpenAIStub().start()
-    stub.config.tts_seconds_per_char = 0.04
+    stub.config.tts_seconds_per_char = seconds_per_char
     env = {
         "PARLEY_LLM": "openai",
         "PARLEY_STT": "openai",

@@ -266,14 +266,16 @@ class RTCTestClient:
 
     def vanish(self) -> None:
         """Disappear as a crashed browser or a dead network would: no close, no goodbye.
-        The microphone stops, pings stop, and the UDP sockets under ICE are closed, so
-        nothing more reaches the server; only its liveness timeout can notice. Call
-        :meth:`close` afterwards to free this side (nothing of it gets out any more)."""
+        The microphone and pings stop, and the UDP sockets under ICE go deaf and mute
+        (every datagram in or out is dropped), so nothing more reaches the server; only
+        its liveness timeout can notice. Call :meth:`close` afterwards to free this side:
+        its goodbyes are dropped too."""
         self.stop_pinging()
         self.mic.stop()
         ice = self.pc.getTransceivers()[0].sender.transport.transport
         for protocol in ice._connection._protocols:  # aiortc exposes no public way
-            protocol.transport.close()
+            protocol.transport.sendto = _drop
+            protocol.datagram_received = _drop
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -281,6 +283,10 @@ class RTCTestClient:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.pc.close()
         await self.http.aclose()
+
+
+def _drop(*args: Any) -> None:
+    """Stands in for a socket that no longer sends or receives."""
 
 
 async def _hold(base_url: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, make_speech
 from tests.openai_stub import Fault, OpenAIStub
 from tests.rtc_client import RTCTestClient
 
@@ -213,8 +213,9 @@ async def test_a_down_llm_is_reported_and_the_session_recovers_when_it_is_back(
 
 
 async def test_stt_garbage_and_outage_are_reported_then_speech_works_again(
-    faulty: ServerProcess, fresh: OpenAIStub, speech_wav: Path
+    faulty: ServerProcess, fresh: OpenAIStub, audio_dir: Path
 ) -> None:
+    speech_wav = make_speech(audio_dir, "hello-short", "Hello there.", before=0.2, after=0.8)
     client = await connected(faulty)
     try:
         fresh.script_stt(Fault.malformed())
