@@ -92,7 +92,7 @@ async def run_session(base_url: str, kind: str, http: httpx.AsyncClient) -> None
             raise ValueError(f"unknown kind {kind!r}")
     except TimeoutError as exc:
         seen = [t for t in client.types() if t != "metrics"][-8:]
-        raise TimeoutError(f"{exc.args[0][:60]}...; last messages {seen}") from None
+        raise TimeoutError(f"session {client.pc_id}: {exc.args[0][:40]}...; last {seen}") from None
     finally:
         for c in (client, spare):
             if c is not None:
@@ -276,12 +276,15 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=30, help="sessions before the baseline")
     parser.add_argument("--time-limit", type=float, default=900, help="seconds; then stop")
-    parser.add_argument("--liveness", type=float, default=2.0, help="server liveness timeout")
+    parser.add_argument("--liveness", type=float, default=4.0, help="server liveness timeout")
     parser.add_argument("--rss-tolerance", type=float, default=0.10)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--log-dir", type=Path, help="keep the server's log there")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        stub, server = start_stack(args.liveness, Path(folder))
+        log_dir = args.log_dir or Path(folder)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        stub, server = start_stack(args.liveness, log_dir)
         try:
             report = asyncio.run(
                 churn(

@@ -120,8 +120,7 @@ class BotTurn:
             self._llm_ended()  # a TTS failure cancelled the LLM: the client still hears so
         if self.tts is not None:
             await self._played_out()
-        if self.error is None:
-            self._announce_tool_calls()
+        self._announce_tool_calls()
         self._emit(BotResponseEnded())
 
     def _llm_ended(self) -> None:
@@ -133,7 +132,8 @@ class BotTurn:
         if self.error is not None:
             return  # the first failure is the one to report
         self.error = error
-        self.tool_calls.clear()
+        if error.service == "llm":
+            self.tool_calls.clear()
         self._emit(ServiceError(error.service, str(error.cause) or repr(error.cause)))
 
     async def _generate(self, sentences: asyncio.Queue[str | None] | None) -> None:

@@ -17,7 +17,7 @@ from bench.churn import KINDS, churn, start_stack
 
 
 async def test_thirty_sessions_leave_nothing_behind(tmp_path: Path) -> None:
-    stub, server = start_stack(liveness=2.0, log_dir=tmp_path, seconds_per_char=0.02)
+    stub, server = start_stack(liveness=3.0, log_dir=tmp_path, seconds_per_char=0.02)
     try:
         async with httpx.AsyncClient() as http:
             process = (await http.get(f"{server.url}/health")).json()["process"]
