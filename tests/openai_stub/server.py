@@ -37,6 +37,10 @@ class OpenAIStub(ChatEndpoint, AudioEndpoints):
     # -- lifecycle ---------------------------------------------------------------------------
 
     @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
