@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from typing import Any
 
 from loguru import logger
 
+from server.memory import release_memory
 from server.rtvi_handler import ClientMessageHandler
 from server.services import Services
 from server.sessions import (
@@ -22,7 +22,7 @@ from server.settings import Settings
 
 # /start records waiting for an offer, at most this many per session slot.
 STARTS_PER_SLOT = 4
-# Seconds after the last session closed before garbage is collected.
+# Seconds after the last session closed before memory is given back.
 COLLECT_DELAY = 0.5
 
 
@@ -87,11 +87,9 @@ class SessionRegistry:
                 del self.starts[session.start_id]
 
     def _collect_if_idle(self) -> None:
-        """A closed call lives on in reference cycles (aiortc's and the session's own)
-        until a full collection, which Python runs rarely. With no call left nothing
-        streams, so the pause of collecting now harms no one."""
+        """With no call left nothing streams: a good moment to give memory back."""
         if not self.sessions:
-            gc.collect()
+            release_memory()
 
     async def close(self, pc_id: str, reason: str) -> bool:
         """Close one session and wait for it; False when there is no such session."""
