@@ -24,7 +24,13 @@ async def test_thirty_sessions_leave_nothing_behind(tmp_path: Path) -> None:
         assert process["peer_connections"] == 0 and process["open_fds"] > 0
         assert process["rss_bytes"] > 0 and process["threads"] >= 1
         report = await churn(
-            server.url, sessions=30, concurrency=6, warmup=6, settle=15, rss_tolerance=0
+            server.url,
+            sessions=30,
+            concurrency=6,
+            warmup=6,
+            settle=15,
+            rss_tolerance=0,
+            thread_slack=2,  # the executor (6 threads at most) may still be growing
         )
     finally:
         server.stop()
