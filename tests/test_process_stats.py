@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
+from server.memory import release_memory
 from server.process_stats import process_stats
 from server.webrtc import PacedAudioTrack, create_peer_connection, release_peer_connection
 from tests import rtc_client
@@ -83,3 +84,17 @@ async def test_without_release_a_closed_peer_connection_waits_for_the_collector(
     release_peer_connection(client)
     gc.collect()
     assert gone() is None
+
+
+def test_release_memory_frees_cycles_and_keeps_the_heap_usable(no_cyclic_gc: None) -> None:
+    class Node:
+        other: Node
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    gone = weakref.ref(a)
+    del a, b
+    assert gone() is not None
+    release_memory()
+    assert gone() is None
+    assert len(bytearray(10 * 2**20)) == 10 * 2**20  # malloc still works after the trim
