@@ -5,6 +5,13 @@ while the LLM goes on, writing audio (tagged with its text) to the output. Cance
 turn cancels both: ``aclosing`` closes the LLM and TTS streams (which closes their HTTP
 requests or stops their workers), and the caller flushes the output. Nothing of the turn
 survives the cancellation, so a barge-in never hears stale audio.
+
+A failed model call ends the turn, not the session: the turn emits a
+:class:`~pipeline.frames.ServiceError` at once, and then ends as a finished answer
+would. What already went to the output plays to its end (an LLM that fails mid-answer
+still gets its complete sentences spoken), so the assistant message holds exactly what
+the user heard; the user's message stays in the context and the next turn starts from
+there. Tool calls of a failed stream are dropped: its arguments cannot be trusted.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pipeline.frames import (
     LLMResponseStarted,
     LLMText,
     Metric,
+    ServiceError,
     TTSStarted,
     TTSStopped,
 )
@@ -94,19 +102,39 @@ class BotTurn:
         self._completion = completion
         self._completion_config = completion_config or TurnCompletionConfig()
         self.tool_calls: list[ToolCallRequest] = []
+        self.error: TurnError | None = None  # why the turn failed, if it did
+        self._llm_done = False
 
     async def run(self) -> None:
         self._emit(LLMResponseStarted())
-        if self.tts is None:
-            await self._generate(None)
-        else:
-            sentences: asyncio.Queue[str | None] = asyncio.Queue()
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self._speak(sentences))
-                await self._generate(sentences)
+        try:
+            if self.tts is None:
+                await self._generate(None)
+            else:
+                sentences: asyncio.Queue[str | None] = asyncio.Queue()
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self._speak(sentences))
+                    await self._generate(sentences)
+        except Exception as exc:  # a task group's failures arrive as an ExceptionGroup
+            self._failed(turn_error(exc))
+            self._llm_ended()  # a TTS failure cancelled the LLM: the client still hears so
+        if self.tts is not None:
             await self._played_out()
         self._announce_tool_calls()
         self._emit(BotResponseEnded())
+
+    def _llm_ended(self) -> None:
+        if not self._llm_done:
+            self._llm_done = True
+            self._emit(LLMResponseEnded())
+
+    def _failed(self, error: TurnError) -> None:
+        if self.error is not None:
+            return  # the first failure is the one to report
+        self.error = error
+        if error.service == "llm":
+            self.tool_calls.clear()
+        self._emit(ServiceError(error.service, str(error.cause) or repr(error.cause)))
 
     async def _generate(self, sentences: asyncio.Queue[str | None] | None) -> None:
         splitter = SentenceAggregator()
@@ -134,17 +162,21 @@ class BotTurn:
             if self._completion is not None:
                 self._text(self._completion.finish(), splitter, sentences, filtered=True)
             self._metric("llm", "processing", time.monotonic() - started)
-            self._emit(LLMResponseEnded())
+            self._llm_ended()
             last = splitter.flush()
             if sentences is not None:
                 if last:
                     sentences.put_nowait(last)
                 sentences.put_nowait(None)
-        except BaseException as exc:
+        except Exception as exc:
+            # The sentences already queued are still spoken; the unfinished one is not.
+            self._failed(TurnError("llm", exc))
+            self._llm_ended()
             if sentences is not None:
                 sentences.put_nowait(None)
-            if isinstance(exc, Exception):
-                raise TurnError("llm", exc) from exc
+        except BaseException:
+            if sentences is not None:
+                sentences.put_nowait(None)
             raise
 
     def _text(

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from loguru import logger
 
 from server.auth import owns
+from server.memory import release_memory
 from server.rate_limit import KeyedRateLimiter
 from server.rtvi_handler import ClientMessageHandler
 from server.services import Services
@@ -25,6 +26,8 @@ from server.ui_worker import UIEventHandler
 
 # /start records waiting for an offer, at most this many per session slot.
 STARTS_PER_SLOT = 4
+# Seconds after the last session closed before memory is given back.
+COLLECT_DELAY = 0.5
 
 
 class ShuttingDown(CapacityError):
@@ -116,12 +119,20 @@ class SessionRegistry:
     def _remove(self, session: Session) -> None:
         if self.sessions.get(session.pc_id) is session:
             del self.sessions[session.pc_id]
+            if not self.sessions:
+                # Soon, once the closing session's own frames have let go of it.
+                asyncio.get_running_loop().call_later(COLLECT_DELAY, self._collect_if_idle)
         if session.start_id and session.start_id in self.starts:
             record = self.starts[session.start_id]
             if record.pc_id == session.pc_id and session.close_reason != "restart":
                 del self.starts[session.start_id]
         for listener in self.listeners:
             listener.session_closed(session)
+
+    def _collect_if_idle(self) -> None:
+        """With no call left nothing streams: a good moment to give memory back."""
+        if not self.sessions:
+            release_memory()
 
     async def close(self, pc_id: str, reason: str) -> bool:
         """Close one session and wait for it; False when there is no such session."""
@@ -173,10 +184,15 @@ class SessionRegistry:
                 # The event loop was blocked (e.g. a model loading): media and pings are
                 # still waiting to be read, so silence now proves nothing.
                 continue
-            for session in list(self.sessions.values()):
-                if now - session.last_activity > timeout:
-                    logger.bind(session=session.pc_id).info(
-                        "session {}: no sign of life for {:.1f} s", session.pc_id, timeout
-                    )
-                    session.request_close("liveness lost")
+            self._close_silent(now, timeout)
             self.expire_starts()
+
+    def _close_silent(self, now: float, timeout: float) -> None:
+        # A function of its own: a loop variable in watch_liveness's frame would keep the
+        # last session checked (and its peer connection) alive while the server idles.
+        for session in list(self.sessions.values()):
+            if now - session.last_activity > timeout:
+                logger.bind(session=session.pc_id).info(
+                    "session {}: no sign of life for {:.1f} s", session.pc_id, timeout
+                )
+                session.request_close("liveness lost")

@@ -8,6 +8,7 @@ from typing import Any
 from loguru import logger
 
 from pipeline.builtin_tools import default_registry
+from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.llm import LLMService
 from pipeline.services.local_llm import LocalLLM
@@ -33,6 +34,15 @@ class Services:
     tools: ToolRegistry
     embedded: EmbeddedModels | None
     vad: SileroModel
+
+    def circuits(self) -> dict[str, Any]:
+        """The circuit breakers of the remote services, for /health."""
+        out: dict[str, Any] = {}
+        for role in ("stt", "llm", "tts"):
+            breaker = getattr(getattr(self, role), "breaker", None)
+            if isinstance(breaker, CircuitBreaker):
+                out[role] = breaker.status()
+        return out
 
     def status(self) -> dict[str, Any]:
         """What /health reports about the models."""
@@ -73,10 +83,24 @@ def build_services(settings: Settings) -> Services:
     if "local" in (settings.provider("stt"), settings.provider("llm"), settings.provider("tts")):
         embedded = EmbeddedModels.shared()
     key, url = settings.openai_api_key, settings.openai_base_url
+
+    def breaker(service: str) -> CircuitBreaker:
+        # One per service: each shared by every session, as the service itself is.
+        return CircuitBreaker(
+            service, settings.circuit_failure_threshold, settings.circuit_cooldown
+        )
+
     stt: STTService = (
         LocalSTT(embedded)
         if settings.provider("stt") == "local"
-        else OpenAISTT(settings.stt_model, base_url=url, api_key=key, timeout=settings.stt_timeout)
+        else OpenAISTT(
+            settings.stt_model,
+            base_url=url,
+            api_key=key,
+            timeout=settings.stt_timeout,
+            total_timeout=settings.stt_timeout,
+            breaker=breaker("stt"),
+        )
     )
     llm: LLMService = (
         LocalLLM(embedded, max_tokens=settings.llm_max_tokens)
@@ -88,6 +112,7 @@ def build_services(settings: Settings) -> Services:
             supports_tools=settings.llm_supports_tools,
             first_token_timeout=settings.llm_timeout,
             chunk_timeout=settings.llm_timeout,
+            breaker=breaker("llm"),
         )
     )
     tts: TTSService = (
@@ -99,6 +124,8 @@ def build_services(settings: Settings) -> Services:
             base_url=url,
             api_key=key,
             timeout=settings.tts_timeout,
+            total_timeout=settings.tts_timeout,
+            breaker=breaker("tts"),
         )
     )
     logger.info(

@@ -32,7 +32,7 @@ from server.system_log import SystemLogForwarder, session_context
 from server.transcripts import TranscriptStore
 from server.ui_worker import UIEventHandler, UIWorker
 from server.voice import VoiceSession
-from server.webrtc import PacedAudioTrack, create_peer_connection
+from server.webrtc import PacedAudioTrack, create_peer_connection, release_peer_connection
 
 # How long closing may wait for the peer connection to shut down.
 CLOSE_TIMEOUT = 5.0
@@ -322,6 +322,7 @@ class Session:
                 await self.pc.close()
         except Exception as exc:
             logger.warning("session {}: peer connection close: {!r}", self.pc_id, exc)
+        release_peer_connection(self.pc)
         self.state = SessionState.CLOSED
         if self.record is not None:
             self.record.close(reason)

@@ -268,8 +268,21 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(
         10.0, gt=0, description="Seconds to the first token, or between chunks."
     )
-    stt_timeout: float = Field(10.0, gt=0)
-    tts_timeout: float = Field(10.0, gt=0)
+    stt_timeout: float = Field(
+        10.0, gt=0, description="Seconds a transcription may take, retries included."
+    )
+    tts_timeout: float = Field(
+        10.0, gt=0, description="Seconds to the first audio of a sentence, or between chunks."
+    )
+    circuit_failure_threshold: int = Field(
+        5,
+        ge=0,
+        description="Failed calls in a row that open a model endpoint's circuit breaker "
+        "(0: never open).",
+    )
+    circuit_cooldown: float = Field(
+        10.0, gt=0, description="Seconds an open breaker refuses calls before a probe goes."
+    )
 
     def provider(self, role: Literal["stt", "llm", "tts"]) -> Literal["local", "openai"]:
         """Which implementation serves ``role``, resolving "auto"."""

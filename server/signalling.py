@@ -105,7 +105,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def get_registry(request: Request) -> SessionRegistry:
+async def get_registry(request: Request) -> SessionRegistry:
+    # async: FastAPI would run a plain function in a worker thread, for every request.
     return request.app.state.registry
 
 

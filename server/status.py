@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from server import __version__
 from server.auth import Owner
+from server.process_stats import process_stats
 from server.readiness import Readiness
 from server.signalling import ERRORS, ErrorBody, Registry
 
@@ -27,6 +28,8 @@ class Health(BaseModel):
     max_sessions: int
     models: dict[str, Any]
     storage: dict[str, Any] | None = None
+    circuits: dict[str, Any] = {}
+    process: dict[str, Any] = {}
 
 
 class ClientInfoModel(BaseModel):
@@ -79,6 +82,8 @@ async def health(request: Request, registry: Registry) -> Health:
         max_sessions=registry.settings.max_sessions,
         models=registry.services.status(),
         storage=request.app.state.store.status(),
+        circuits=registry.services.circuits(),
+        process=process_stats().as_dict(),
     )
 
 

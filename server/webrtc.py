@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from aiortc import (
@@ -22,6 +22,7 @@ from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame, AudioResampler, Packet
 
 from server.opus import OpusEncoder
+from server.process_stats import watch_peer_connection
 from server.settings import IceServer
 
 FRAME_SECONDS = 0.02
@@ -38,7 +39,35 @@ def create_peer_connection(ice_servers: list[IceServer]) -> RTCPeerConnection:
         RTCIceServer(urls=s.urls, username=s.username, credential=s.credential) for s in ice_servers
     ]
     config = RTCConfiguration(iceServers=servers, bundlePolicy=RTCBundlePolicy.MAX_BUNDLE)
-    return RTCPeerConnection(configuration=config)
+    return watch_peer_connection(RTCPeerConnection(configuration=config))
+
+
+def release_peer_connection(pc: RTCPeerConnection) -> None:
+    """After ``pc.close()``: drop the event listeners of the peer connection and of
+    everything it owns (transceivers, transports, ICE gatherers, data channels).
+
+    aiortc wires these objects to each other, and sessions to them, with bound methods:
+    a web of reference cycles that only Python's cyclic collector frees, and a full
+    collection is rare. Until then a closed call keeps its buffers and codec state.
+    Without the listeners, reference counting frees it as soon as the session goes.
+    """
+    pending: list[Any] = [pc, pc.sctp]
+    seen: set[int] = set()
+    while pending:
+        item = pending.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if hasattr(item, "remove_all_listeners"):
+            item.remove_all_listeners()
+        if item is pc:
+            for transceiver in pc.getTransceivers():
+                pending += [transceiver.sender, transceiver.receiver]
+        for name in ("transport", "iceGatherer"):
+            pending.append(getattr(item, name, None))
+        channels = getattr(item, "_data_channels", None)  # the SCTP transport's
+        if isinstance(channels, dict):
+            pending += list(channels.values())
 
 
 class PlayoutListener(Protocol):

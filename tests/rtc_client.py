@@ -137,14 +137,19 @@ class RTCTestClient:
 
     # -- signalling ----------------------------------------------------------------
 
-    async def connect(self, session_id: str | None = None, trickle: bool = True) -> float:
-        """Offer, get the answer, trickle candidates; returns seconds to ``bot-ready``."""
+    async def connect(
+        self, session_id: str | None = None, trickle: bool = True, restart_pc: bool = False
+    ) -> float:
+        """Offer, get the answer, trickle candidates; returns seconds to ``bot-ready``.
+        ``restart_pc``: take over ``self.pc_id`` (set beforehand) with this new peer
+        connection, as a browser does after losing its connection."""
         if session_id:
             self.offer_path = f"/sessions/{session_id}/api/offer"
         started = time.monotonic()
         await self.pc.setLocalDescription(await self.pc.createOffer())
         sdp, candidates = split_candidates(self.pc.localDescription.sdp)
-        answer = await self.post_offer(sdp if trickle else self.pc.localDescription.sdp)
+        offer = sdp if trickle else self.pc.localDescription.sdp
+        answer = await self.post_offer(offer, restart_pc=restart_pc)
         await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
         if trickle:
             items = [{"candidate": c, "sdp_mid": "0", "sdp_mline_index": 0} for c in candidates]
@@ -277,12 +282,29 @@ class RTCTestClient:
         for task in self._tasks:
             task.cancel()
 
+    def vanish(self) -> None:
+        """Disappear as a crashed browser or a dead network would: no close, no goodbye.
+        The microphone and pings stop, and the UDP sockets under ICE go deaf and mute
+        (every datagram in or out is dropped), so nothing more reaches the server; only
+        its liveness timeout can notice. Call :meth:`close` afterwards to free this side:
+        its goodbyes are dropped too."""
+        self.stop_pinging()
+        self.mic.stop()
+        ice = self.pc.getTransceivers()[0].sender.transport.transport
+        for protocol in ice._connection._protocols:  # aiortc exposes no public way
+            protocol.transport.sendto = _drop
+            protocol.datagram_received = _drop
+
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.pc.close()
         await self.http.aclose()
+
+
+def _drop(*args: Any) -> None:
+    """Stands in for a socket that no longer sends or receives."""
 
 
 async def _hold(base_url: str) -> None:

@@ -1,10 +1,16 @@
-"""The HTTP client shared by the OpenAI-compatible services, and who closes it."""
+"""The HTTP client shared by the OpenAI-compatible services, who closes it, and the
+circuit breaker that watches each service's requests."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import openai
+
+from pipeline.services.circuit import CircuitBreaker
+from pipeline.services.errors import ServiceError
 
 # Sent when no key is configured: a keyless local server accepts it, a real provider
 # answers 401, which becomes a clear authentication error.
@@ -23,7 +29,7 @@ def make_client(*, base_url: str | None, api_key: str | None, timeout: float) ->
 
 class OpenAIEndpoint:
     """Base of the OpenAI-compatible services: uses the given client, or makes (and later
-    closes) its own."""
+    closes) its own; reports each request's outcome to ``breaker``, when there is one."""
 
     def __init__(
         self,
@@ -32,9 +38,32 @@ class OpenAIEndpoint:
         base_url: str | None,
         api_key: str | None,
         timeout: float,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self._owns_client = client is None
         self._client = client or make_client(base_url=base_url, api_key=api_key, timeout=timeout)
+        self.breaker = breaker
+
+    @contextlib.contextmanager
+    def guarded(self) -> Iterator[None]:
+        """One request: refused at once while the breaker is open (raises
+        :class:`~pipeline.services.circuit.ServiceUnavailableError`); a
+        :class:`ServiceError` counts as a failure, a normal exit as a success, anything
+        else (a cancelled or closed stream) as neither."""
+        breaker = self.breaker
+        if breaker is None:
+            yield
+            return
+        breaker.check()
+        try:
+            yield
+        except ServiceError as exc:
+            breaker.failed(exc)
+            raise
+        except BaseException:
+            breaker.abandoned()
+            raise
+        breaker.succeeded()
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this service created it."""

@@ -23,6 +23,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ import openai
 from openai.types.chat import ChatCompletionChunk
 
 from pipeline.messages import Usage
+from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.errors import bad_response, map_error, timed_out
 from pipeline.services.llm import LLMChunk, TextDelta, ToolCallRequest, UsageReport
 from pipeline.services.openai_client import OpenAIEndpoint
@@ -110,6 +112,7 @@ class OpenAILLM(OpenAIEndpoint):
         include_usage: bool = True,
         client: openai.AsyncOpenAI | None = None,
         extra_body: dict[str, Any] | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.model = model
         self.supports_tools = supports_tools
@@ -119,7 +122,9 @@ class OpenAILLM(OpenAIEndpoint):
         self.extra_body = extra_body
         # The HTTP timeout is a backstop: our own timeouts fire first with clearer messages.
         backstop = 2 * max(first_token_timeout, chunk_timeout)
-        super().__init__(client, base_url=base_url, api_key=api_key, timeout=backstop)
+        super().__init__(
+            client, base_url=base_url, api_key=api_key, timeout=backstop, breaker=breaker
+        )
         self.last_ttfb: float | None = None
         self.last_duration: float | None = None
 
@@ -147,6 +152,22 @@ class OpenAILLM(OpenAIEndpoint):
         self.last_ttfb = None
         self.last_duration = None
         started = time.perf_counter()
+        try:
+            with self.guarded():
+                # aclosing: a barge-in's close reaches the HTTP stream at once.
+                async with aclosing(self._stream(messages, tools, tool_choice, started)) as chunks:
+                    async for chunk in chunks:
+                        yield chunk
+        finally:
+            self.last_duration = time.perf_counter() - started
+
+    async def _stream(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: Any,
+        started: float,
+    ) -> AsyncIterator[LLMChunk]:
         loop = asyncio.get_running_loop()
         first_deadline = loop.time() + self.first_token_timeout
         try:
@@ -155,10 +176,8 @@ class OpenAILLM(OpenAIEndpoint):
                     **self._request(messages, tools, tool_choice)
                 )
         except TimeoutError:
-            self.last_duration = time.perf_counter() - started
             raise timed_out(SERVICE, f"no answer within {self.first_token_timeout:g} s") from None
         except Exception as exc:
-            self.last_duration = time.perf_counter() - started
             raise map_error(exc, SERVICE) from exc
 
         calls = _ToolCallJoiner()
@@ -197,7 +216,6 @@ class OpenAILLM(OpenAIEndpoint):
         finally:
             # Runs on aclose (barge-in) too: closing the response drops the connection.
             await stream.close()
-            self.last_duration = time.perf_counter() - started
 
     def _first_token(self, started: float) -> None:
         if self.last_ttfb is None:
@@ -224,15 +242,16 @@ class OpenAILLM(OpenAIEndpoint):
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 1024) -> str:
         """One non-streamed answer (for summaries); no tools, no retries. Bounded by the
         client's HTTP timeout; wrap in ``asyncio.timeout`` for a tighter limit."""
-        try:
-            response = await self._client.chat.completions.create(
-                model=self.model,
-                messages=messages,  # type: ignore[arg-type]
-                max_tokens=max_tokens,
-                extra_body=self.extra_body,
-            )
-        except Exception as exc:
-            raise map_error(exc, SERVICE) from exc
+        with self.guarded():
+            try:
+                response = await self._client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,  # type: ignore[arg-type]
+                    max_tokens=max_tokens,
+                    extra_body=self.extra_body,
+                )
+            except Exception as exc:
+                raise map_error(exc, SERVICE) from exc
         try:
             return response.choices[0].message.content or ""
         except (AttributeError, IndexError, TypeError) as exc:

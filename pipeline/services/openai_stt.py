@@ -2,18 +2,22 @@
 
 One utterance per request, sent as a WAV made in memory. A failed request is sent
 again (after 0.2 s, 0.4 s...) only when the error is retryable: connection problems,
-timeouts, 429 and 5xx; never a refused key or a rejected request.
+timeouts, 429 and 5xx; never a refused key or a rejected request. ``timeout`` bounds the
+connect and each read of one attempt; ``total_timeout`` (if set) the whole transcription,
+retries included, since a user is waiting for the answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import wave
 
 import numpy as np
 import openai
 
-from pipeline.services.errors import bad_response, with_retries
+from pipeline.services.circuit import CircuitBreaker
+from pipeline.services.errors import bad_response, map_error, timed_out, with_retries
 from pipeline.services.openai_client import OpenAIEndpoint
 from pipeline.services.stt import Transcript
 
@@ -34,7 +38,7 @@ def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
 
 
 class OpenAISTT(OpenAIEndpoint):
-    """Transcribes whole utterances; ``timeout`` bounds the connect and each read."""
+    """Transcribes whole utterances; see the module docstring for the timeouts."""
 
     def __init__(
         self,
@@ -47,26 +51,42 @@ class OpenAISTT(OpenAIEndpoint):
         retries: int = 2,
         retry_delay: float = 0.2,
         client: openai.AsyncOpenAI | None = None,
+        breaker: CircuitBreaker | None = None,
+        total_timeout: float | None = None,
     ) -> None:
         self.model = model
         self.language = language
         self.retries = retries
         self.retry_delay = retry_delay
-        super().__init__(client, base_url=base_url, api_key=api_key, timeout=timeout)
+        self.total_timeout = total_timeout
+        super().__init__(
+            client, base_url=base_url, api_key=api_key, timeout=timeout, breaker=breaker
+        )
 
     async def transcribe(self, pcm: np.ndarray, sample_rate: int = 16000) -> Transcript:
         audio = wav_bytes(pcm, sample_rate)
 
         async def attempt() -> Transcript:
             extra = {"language": self.language} if self.language else {}
-            result = await self._client.audio.transcriptions.create(
-                file=("audio.wav", audio, "audio/wav"), model=self.model, **extra
-            )
-            text = getattr(result, "text", None)
-            if not isinstance(text, str):
-                raise bad_response(SERVICE, "the answer had no text")
+            with self.guarded():
+                try:
+                    result = await self._client.audio.transcriptions.create(
+                        file=("audio.wav", audio, "audio/wav"), model=self.model, **extra
+                    )
+                except Exception as exc:
+                    raise map_error(exc, SERVICE) from exc
+                text = getattr(result, "text", None)
+                if not isinstance(text, str):
+                    raise bad_response(SERVICE, "the answer had no text")
             return Transcript(text.strip(), self.language)
 
-        return await with_retries(
-            attempt, SERVICE, retries=self.retries, base_delay=self.retry_delay
-        )
+        try:
+            async with asyncio.timeout(self.total_timeout):
+                return await with_retries(
+                    attempt, SERVICE, retries=self.retries, base_delay=self.retry_delay
+                )
+        except TimeoutError:
+            error = timed_out(SERVICE, f"no transcript within {self.total_timeout:g} s")
+            if self.breaker is not None:
+                self.breaker.failed(error)  # the deadline cut the request: it counts
+            raise error from None

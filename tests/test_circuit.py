@@ -1,0 +1,176 @@
+"""The circuit breaker: a state machine on a fake clock, then around real requests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from pipeline.services.circuit import CircuitBreaker, CircuitState, ServiceUnavailableError
+from pipeline.services.errors import ServiceBadResponseError, ServiceHTTPError, unreachable
+from pipeline.services.openai_llm import OpenAILLM
+from pipeline.services.openai_stt import OpenAISTT
+from pipeline.services.openai_tts import OpenAITTS
+from tests.openai_stub import Fault, OpenAIStub, openai_stub_fixture  # noqa: F401
+
+CHAT = "/v1/chat/completions"
+USER = [{"role": "user", "content": "Hello?"}]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def failing(breaker: CircuitBreaker, times: int) -> None:
+    for _ in range(times):
+        breaker.check()
+        breaker.failed(unreachable(breaker.service))
+
+
+def test_opens_after_threshold_failures_in_a_row(clock: Clock) -> None:
+    breaker = CircuitBreaker("llm", threshold=3, cooldown=10, clock=clock)
+    failing(breaker, 2)
+    breaker.check()
+    breaker.succeeded()  # a success resets the count
+    failing(breaker, 2)
+    assert breaker.state is CircuitState.CLOSED
+    failing(breaker, 1)
+    assert breaker.state is CircuitState.OPEN
+    clock.now += 4
+    with pytest.raises(ServiceUnavailableError, match="retrying in 6 s") as refused:
+        breaker.check()
+    assert "The LLM service is unavailable after 3 failures in a row" in str(refused.value)
+    assert not refused.value.retryable
+    status = breaker.status()
+    assert status["state"] == "open" and status["retry_in_seconds"] == pytest.approx(6)
+    assert status["times_opened"] == 1 and "could not be reached" in status["last_error"]
+
+
+def test_half_open_lets_one_probe_through_and_its_success_closes(clock: Clock) -> None:
+    breaker = CircuitBreaker("tts", threshold=2, cooldown=5, clock=clock)
+    failing(breaker, 2)
+    clock.now += 5
+    assert breaker.state is CircuitState.HALF_OPEN
+    breaker.check()  # the probe
+    with pytest.raises(ServiceUnavailableError, match="a retry is under way"):
+        breaker.check()  # everyone else waits for its outcome
+    breaker.succeeded()
+    assert breaker.state is CircuitState.CLOSED
+    breaker.check()
+    assert breaker.status()["consecutive_failures"] == 0
+
+
+def test_a_failed_probe_opens_for_another_cooldown(clock: Clock) -> None:
+    breaker = CircuitBreaker("stt", threshold=2, cooldown=5, clock=clock)
+    failing(breaker, 2)
+    clock.now += 5
+    breaker.check()
+    breaker.failed(ServiceHTTPError("stt", "HTTP 500", retryable=True))
+    assert breaker.state is CircuitState.OPEN
+    assert breaker.retry_in() == pytest.approx(5)
+    assert breaker.times_opened == 2
+
+
+def test_an_abandoned_probe_lets_the_next_call_probe(clock: Clock) -> None:
+    breaker = CircuitBreaker("llm", threshold=1, cooldown=1, clock=clock)
+    failing(breaker, 1)
+    clock.now += 1
+    breaker.check()
+    breaker.abandoned()  # cancelled by a barge-in: neither outcome
+    breaker.check()
+    assert breaker.state is CircuitState.HALF_OPEN
+
+
+def test_its_own_refusals_do_not_count_and_zero_means_off(clock: Clock) -> None:
+    breaker = CircuitBreaker("llm", threshold=1, cooldown=1, clock=clock)
+    failing(breaker, 1)
+    breaker.failed(ServiceUnavailableError("llm", 1, 1))
+    assert breaker.status()["consecutive_failures"] == 1
+    off = CircuitBreaker("llm", threshold=0, cooldown=1, clock=clock)
+    failing(off, 50)
+    assert off.state is CircuitState.CLOSED
+    with pytest.raises(ValueError):
+        CircuitBreaker("llm", threshold=-1)
+
+
+# -- around real requests to the stub ------------------------------------------------------
+
+
+@pytest.fixture
+def breaker(clock: Clock) -> Iterator[CircuitBreaker]:
+    yield CircuitBreaker("llm", threshold=2, cooldown=30, clock=clock)
+
+
+async def answer(llm: OpenAILLM) -> str:
+    return "".join([getattr(c, "text", "") async for c in llm.stream(USER)])
+
+
+async def test_an_open_llm_breaker_sends_nothing_until_the_cooldown_ends(
+    openai_stub: OpenAIStub, breaker: CircuitBreaker, clock: Clock
+) -> None:
+    llm = OpenAILLM("m", base_url=openai_stub.base_url, api_key="sk-stub", breaker=breaker)
+    openai_stub.script_chat(Fault.http(500), Fault.malformed(after=1))
+    with pytest.raises(ServiceHTTPError):
+        await answer(llm)
+    with pytest.raises(ServiceBadResponseError):
+        await answer(llm)
+    assert breaker.state is CircuitState.OPEN
+    for _ in range(5):
+        with pytest.raises(ServiceUnavailableError):
+            await answer(llm)
+    assert len(openai_stub.requests(CHAT)) == 2, "nothing was sent while open"
+    clock.now += 30
+    assert await answer(llm) == openai_stub.config.default_text  # the probe
+    assert breaker.state is CircuitState.CLOSED
+    await llm.aclose()
+
+
+async def test_a_closed_stream_is_neither_success_nor_failure(
+    openai_stub: OpenAIStub, breaker: CircuitBreaker, clock: Clock
+) -> None:
+    llm = OpenAILLM("m", base_url=openai_stub.base_url, api_key="sk-stub", breaker=breaker)
+    failing(breaker, 2)
+    clock.now += 30
+    stream = llm.stream(USER)
+    await anext(stream)
+    await stream.aclose()  # barge-in during the probe
+    assert breaker.state is CircuitState.HALF_OPEN
+    assert await answer(llm)
+    assert breaker.state is CircuitState.CLOSED
+    await llm.aclose()
+
+
+async def test_stt_retries_stop_at_an_open_breaker(openai_stub: OpenAIStub, clock: Clock) -> None:
+    breaker = CircuitBreaker("stt", threshold=2, cooldown=30, clock=clock)
+    stt = OpenAISTT("m", base_url=openai_stub.base_url, api_key="sk-stub", retries=5,
+                    retry_delay=0.01, breaker=breaker)  # fmt: skip
+    openai_stub.fail_times("stt", 5, Fault.http(503))
+    with pytest.raises(ServiceUnavailableError, match="retrying in 30 s"):
+        await stt.transcribe(np.zeros(3200, np.int16))
+    assert len(openai_stub.requests("/v1/audio/transcriptions")) == 2
+    await stt.aclose()
+
+
+async def test_tts_failures_open_its_breaker(openai_stub: OpenAIStub, clock: Clock) -> None:
+    breaker = CircuitBreaker("tts", threshold=1, cooldown=30, clock=clock)
+    tts = OpenAITTS("m", "alloy", base_url=openai_stub.base_url, api_key="sk-stub",
+                    retries=0, breaker=breaker)  # fmt: skip
+    openai_stub.script_tts(Fault.malformed(after=0))
+    with pytest.raises(Exception, match="not audio"):
+        [c async for c in tts.synthesize("Hello.")]
+    with pytest.raises(ServiceUnavailableError):
+        [c async for c in tts.synthesize("Hello.")]
+    clock.now += 30
+    assert sum(c.size for c in [c async for c in tts.synthesize("Hello.")]) > 0
+    assert breaker.state is CircuitState.CLOSED
+    await tts.aclose()
