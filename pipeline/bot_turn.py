@@ -24,6 +24,7 @@ from contextlib import aclosing
 from typing import Protocol
 
 import numpy as np
+from loguru import logger
 
 from pipeline.context import LLMContext
 from pipeline.frames import (
@@ -132,6 +133,7 @@ class BotTurn:
         if self.error is not None:
             return  # the first failure is the one to report
         self.error = error
+        logger.warning("bot turn failed: {}", error)
         if error.service == "llm":
             self.tool_calls.clear()
         self._emit(ServiceError(error.service, str(error.cause) or repr(error.cause)))
