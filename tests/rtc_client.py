@@ -9,7 +9,6 @@ one in its own process (used to make a peer vanish with SIGKILL).
 from __future__ import annotations
 
 import asyncio
-import fractions
 import itertools
 import json
 import sys
@@ -28,9 +27,10 @@ from aiortc import (
     RTCSessionDescription,
 )
 from aiortc.mediastreams import MediaStreamError
-from av import AudioFrame
+from av import Packet
 
-from server.inbound_audio import set_jitter_prefetch
+from server.inbound_audio import InboundAudio, set_jitter_prefetch
+from server.opus import OpusEncoder
 
 
 def split_candidates(sdp: str) -> tuple[str, list[str]]:
@@ -46,7 +46,9 @@ def split_candidates(sdp: str) -> tuple[str, list[str]]:
 
 class TestMicrophone(MediaStreamTrack):
     """A microphone that never stops: it plays the WAVs it is given, in real time, and
-    silence in between (as a browser's does). 48 kHz stereo s16, 20 ms frames."""
+    silence in between (as a browser's does), as Opus packets of 20 ms. It encodes them
+    itself, as the server's track does, so that many clients fit beside a server on one
+    machine (aiortc would resample to stereo and encode in a thread)."""
 
     kind = "audio"
 
@@ -55,6 +57,7 @@ class TestMicrophone(MediaStreamTrack):
         self._start: float | None = None
         self._pts = 0
         self._pending = np.zeros(0, np.int16)
+        self._encoder = OpusEncoder()
 
     def play(self, wav: str) -> None:
         """Queue a mono 16-bit 48 kHz WAV (as tests.conftest.make_speech writes)."""
@@ -63,7 +66,7 @@ class TestMicrophone(MediaStreamTrack):
             samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
         self._pending = np.concatenate([self._pending, samples])
 
-    async def recv(self) -> AudioFrame:
+    async def recv(self) -> Packet:  # type: ignore[override]
         if self.readyState != "live":
             raise MediaStreamError
         if self._start is None:
@@ -75,11 +78,7 @@ class TestMicrophone(MediaStreamTrack):
         take = min(960, self._pending.size)
         chunk[:take] = self._pending[:take]
         self._pending = self._pending[take:]
-        frame = AudioFrame.from_ndarray(np.repeat(chunk, 2).reshape(1, -1), "s16", "stereo")
-        frame.pts = self._pts
-        frame.sample_rate = 48000
-        frame.time_base = fractions.Fraction(1, 48000)
-        return frame
+        return self._encoder.encode(chunk.tobytes(), self._pts, silent=take == 0)
 
 
 @dataclass
@@ -118,6 +117,8 @@ class RTCTestClient:
         audio = self.pc.addTransceiver(self.mic, direction="sendrecv")
         if jitter_frames is not None:  # aiortc's 80 ms default is a client-side delay
             set_jitter_prefetch(audio.receiver, jitter_frames)
+        # Received audio is decoded on this loop, as the server does (16 kHz mono).
+        InboundAudio(self._on_pcm).attach(audio.receiver)
         self.pc.addTransceiver("video", direction="sendrecv")
         self.channel = self.pc.createDataChannel("chat", ordered=True)
         self.messages: list[dict[str, Any]] = []
@@ -133,7 +134,6 @@ class RTCTestClient:
         self.channel_open = asyncio.Event()
         self.channel.on("open", self.channel_open.set)
         self.channel.on("message", self._on_message)
-        self.pc.on("track", self._on_track)
 
     # -- signalling ----------------------------------------------------------------
 
@@ -239,19 +239,10 @@ class RTCTestClient:
 
     # -- media ---------------------------------------------------------------------
 
-    def _on_track(self, track: MediaStreamTrack) -> None:
-        if track.kind == "audio":
-            self._tasks.append(asyncio.create_task(self._record(track)))
-
-    async def _record(self, track: MediaStreamTrack) -> None:
-        while True:
-            try:
-                frame = await track.recv()
-            except MediaStreamError:
-                return
-            samples = frame.to_ndarray().astype(np.float32)
-            rms = float(np.sqrt(np.mean(samples * samples)))
-            self.audio.frames.append((time.monotonic(), rms))
+    def _on_pcm(self, frame: bytes) -> None:
+        samples = np.frombuffer(frame, dtype=np.int16).astype(np.float32)
+        rms = float(np.sqrt(np.dot(samples, samples) / samples.size))
+        self.audio.frames.append((time.monotonic(), rms))
 
     def play(self, wav: str) -> float:
         """Start sending ``wav`` as the microphone, now; returns the time it started."""
