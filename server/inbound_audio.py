@@ -1,4 +1,4 @@
-"""Inbound audio: from a receiver's encoded frames to 20 ms of 16 kHz mono s16.
+"""Inbound audio: from a receiver's encoded frames to 16 kHz mono s16, as it is decoded.
 
 aiortc decodes every audio frame in a thread per receiver, at 48 kHz stereo, and hands
 it back through ``run_coroutine_threadsafe`` (a task and two futures per 20 ms). Decoding
@@ -23,7 +23,6 @@ from av import AudioResampler, CodecContext, Packet
 from loguru import logger
 
 RATE = 16000
-FRAME_BYTES = 640  # 20 ms of s16 mono at 16 kHz
 
 _JITTER = "_RTCRtpReceiver__jitter_buffer"
 _QUEUE = "_RTCRtpReceiver__decoder_queue"
@@ -42,8 +41,12 @@ def set_jitter_prefetch(receiver: RTCRtpReceiver, frames: int) -> None:
 
 
 class InboundAudio:
-    """Decodes one receiver's audio on the event loop and calls ``on_frame`` with each
-    640-byte frame (20 ms, 16 kHz mono s16), in order, as soon as it is decoded."""
+    """Decodes one receiver's audio on the event loop and calls ``on_frame`` with the
+    16 kHz mono s16 it yields, in order, as soon as it is decoded: about 20 ms a packet.
+
+    The chunks are not cut to a fixed size on purpose: the resampler holds back a few
+    samples, so fixed 20 ms frames would each wait for the next packet, 20 ms of latency
+    on every turn and every barge-in. Consumers (VAD, transcriber) take any length."""
 
     def __init__(self, on_frame: Callable[[bytes], None]) -> None:
         self.on_frame = on_frame
@@ -54,7 +57,6 @@ class InboundAudio:
         self._opus.sample_rate = 48000
         self._other: Any = None  # aiortc's decoder of another codec (G.711), if chosen
         self._resampler = AudioResampler(format="s16", layout="mono", rate=RATE)
-        self._pending = bytearray()
 
     def attach(self, receiver: RTCRtpReceiver) -> None:
         """Take over decoding for ``receiver`` (before or after it has started)."""
@@ -83,17 +85,9 @@ class InboundAudio:
                 logger.warning("inbound audio: a frame failed to decode: {}", exc)
             return
         for frame in frames:
-            self._deliver(memoryview(frame.planes[0])[: frame.samples * 2])
+            if frame.samples:
+                self.on_frame(bytes(memoryview(frame.planes[0])[: frame.samples * 2]))
 
     def get(self) -> None:
         """What the receiver's decoder thread asks for first: None, so it ends."""
         return None
-
-    def _deliver(self, pcm: memoryview) -> None:
-        if not self._pending and len(pcm) == FRAME_BYTES:  # the usual 20 ms packet
-            self.on_frame(bytes(pcm))
-            return
-        self._pending += pcm
-        while len(self._pending) >= FRAME_BYTES:
-            self.on_frame(bytes(self._pending[:FRAME_BYTES]))
-            del self._pending[:FRAME_BYTES]

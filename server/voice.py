@@ -1,7 +1,7 @@
 """One call's voice pipeline, connected to its transport and to RTVI.
 
-inbound 20 ms frames → VAD → (transcriber, conversation) → bot turns → paced track;
-the conversation's events go out as RTVI messages.
+inbound audio (about 20 ms a packet) → VAD → (transcriber, conversation) → bot turns →
+paced track; the conversation's events go out as RTVI messages.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class VoiceSession:
     # -- audio in -----------------------------------------------------------------------------
 
     def push_audio(self, frame: bytes) -> None:
-        """One 20 ms frame of 16 kHz mono s16 from the transport (every 20 ms: keep cheap)."""
+        """16 kHz mono s16 from the transport, about 20 ms a call (every packet: keep cheap)."""
         t = time.monotonic()
         events = self.vad.push(frame, t)
         self.transcriber.push_audio(frame, t)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 from aiortc import RTCPeerConnection
 
-from server.inbound_audio import FRAME_BYTES, InboundAudio, set_jitter_prefetch
+from server.inbound_audio import InboundAudio, set_jitter_prefetch
 from server.opus import OpusEncoder
 
 OPUS = SimpleNamespace(name="opus")
@@ -28,13 +28,15 @@ def opus_frames(samples: np.ndarray) -> list[SimpleNamespace]:
     ]
 
 
-def test_opus_frames_become_20ms_16k_mono_frames_with_the_tone_intact() -> None:
+def test_each_opus_packet_is_delivered_at_once_as_16k_mono_with_the_tone_intact() -> None:
     frames: list[bytes] = []
     inbound = InboundAudio(frames.append)
-    for encoded in opus_frames(tone(1.0, 300.0)):
+    for count, encoded in enumerate(opus_frames(tone(1.0, 300.0)), start=1):
         inbound.put((OPUS, encoded))
-    # One second in, about 50 frames out (the resampler holds back a few samples).
-    assert 48 <= len(frames) <= 50 and all(len(f) == FRAME_BYTES for f in frames)
+        # Each packet's audio comes out with it (no waiting for the next one), short
+        # only by the few samples the resampler holds back.
+        assert len(frames) == count
+        assert 16000 * 0.02 * count - 64 <= sum(len(f) for f in frames) / 2 <= 320 * count
     pcm = np.frombuffer(b"".join(frames), dtype=np.int16).astype(np.float32)
     middle = pcm[1600:-1600]
     assert np.sqrt(np.mean(middle * middle)) > 0.6 * 8000 / np.sqrt(2)
