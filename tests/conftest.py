@@ -18,6 +18,8 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.openai_stub import OpenAIStub
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -112,6 +114,13 @@ def start_server(
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[OpenAIStub]:
+    """An OpenAI-compatible stub of the model services for a test module."""
+    with OpenAIStub() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

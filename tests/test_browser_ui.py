@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 import wave
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,6 @@ def silence_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
         out.setframerate(48000)
         out.writeframes(b"\0\0" * 48000)
     return path
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -239,12 +239,6 @@ async def test_bad_requests_are_refused() -> None:
 
 
 # -- through a real server --------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

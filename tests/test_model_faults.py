@@ -27,12 +27,6 @@ CHAT = "/v1/chat/completions"
 STT = "/v1/audio/transcriptions"
 
 
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as running:
-        yield running
-
-
 def all_stub_settings(stub: OpenAIStub, **extra: str) -> dict[str, str]:
     return {
         "llm": "openai",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,6 @@ from tests.conftest import ServerProcess
 from tests.openai_stub import Fault, OpenAIStub
 from tests.prometheus_text import Metrics, parse
 from tests.rtc_client import RTCTestClient
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

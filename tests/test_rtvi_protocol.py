@@ -11,7 +11,7 @@ import asyncio
 import base64
 import json
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +61,6 @@ async def assert_still_serving(client: RTCTestClient) -> None:
     reply = await client.request("echo", {"still": "here"})
     assert reply["type"] == "server-response"
     assert reply["data"] == {"t": "echo", "d": {"still": "here"}}
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as running:
-        yield running
 
 
 def stub_settings(stub: OpenAIStub) -> dict[str, str]:

@@ -24,12 +24,6 @@ from tests.rtc_client import RTCTestClient
 LONG_ANSWER = " ".join(["The lighthouse robot polished its lamp every single night."] * 12)
 
 
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as running:
-        yield running
-
-
 @pytest.fixture
 def fresh_stub(stub: OpenAIStub) -> Iterator[OpenAIStub]:
     stub.reset()

@@ -413,12 +413,6 @@ async def test_ui_tools_send_commands_and_check_refs() -> None:
 
 
 @pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def stub_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -> ServerProcess:
     return start_server(
         llm="openai", stt="openai", tts="openai", ui_events_to_llm="true",

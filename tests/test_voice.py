@@ -117,12 +117,6 @@ async def test_two_spoken_turns_with_the_embedded_models(
 
 
 @pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def stub_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -> ServerProcess:
     server = start_server(
         preload_models="true",
