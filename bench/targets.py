@@ -32,7 +32,8 @@ class PipecatProcess(ServerProcess):
         cmd = [str(PIPECAT_PYTHON), str(PIPECAT_BOT), "--port", str(self.port),
                "--base-url", base_url, "--api-key", api_key,
                "--vad-stop-secs", str(args.vad_stop_secs),
-               "--user-speech-timeout", str(args.user_speech_timeout)]  # fmt: skip
+               "--user-speech-timeout", str(args.user_speech_timeout),
+               "--stop", getattr(args, "pipecat_stop", "speech-timeout")]  # fmt: skip
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -60,11 +61,18 @@ def start_stub(args: argparse.Namespace, answer: str, transcript: str) -> OpenAI
 
 
 def start_target(
-    target: str, args: argparse.Namespace, stub: OpenAIStub, log_path: Path
+    target: str,
+    args: argparse.Namespace,
+    stub: OpenAIStub,
+    log_path: Path,
+    env: dict[str, str] | None = None,
 ) -> ServerProcess:
-    """Parley or the Pipecat bot on 127.0.0.1, ready to take offers."""
+    """Parley or the Pipecat bot on 127.0.0.1, ready to take offers. ``env``: more
+    ``PARLEY_*`` settings. Parley ends turns by ``args.turn_end`` (default: the fixed
+    window, which the load figures' server-added formula assumes)."""
     if target == "pipecat":
         return PipecatProcess(args, stub.base_url, stub.api_key, log_path)
+    extra = env
     env = {
         "PARLEY_LOG_LEVEL": "INFO", "PARLEY_PRELOAD_MODELS": "true", "PARLEY_GREETING": "",
         "PARLEY_STT": "openai", "PARLEY_LLM": "openai", "PARLEY_TTS": "openai",
@@ -72,6 +80,8 @@ def start_target(
         "PARLEY_MAX_SESSIONS": str(max(args.users, 20)),
         "PARLEY_VAD_STOP_SECS": str(args.vad_stop_secs),
         "PARLEY_USER_SPEECH_TIMEOUT": str(args.user_speech_timeout),
+        "PARLEY_TURN_END": getattr(args, "turn_end", "fixed"),
+        **(extra or {}),
     }  # fmt: skip
     server = ServerProcess(env, log_path)
     server.wait_models_ready()

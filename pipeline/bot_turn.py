@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import aclosing
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from loguru import logger
@@ -94,8 +94,12 @@ class BotTurn:
         output: AudioOutput | None = None,
         completion: TurnCompletionFilter | None = None,
         completion_config: TurnCompletionConfig | None = None,
+        messages: list[dict[str, Any]] | None = None,
     ) -> None:
         self.context = context
+        # What the LLM is asked with: the context now, unless the caller computed it (a
+        # preemptive reply runs on the context as it will be once the user's turn ends).
+        self.messages = messages if messages is not None else context.to_openai()
         self.llm = llm
         self.tts = tts if output is not None else None
         self.output = output
@@ -142,7 +146,7 @@ class BotTurn:
         splitter = SentenceAggregator()
         tools = self.context.tools if self.llm.supports_tools else None
         tool_choice = self.context.tool_choice if tools else None
-        messages = self.context.to_openai()
+        messages = self.messages
         if self._completion is not None:
             messages = with_instructions(messages, self._completion_config.instructions)
         stream = self.llm.stream(messages, tools, tool_choice)

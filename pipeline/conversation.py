@@ -4,6 +4,16 @@ Everything enters through :meth:`Conversation.feed` — VAD events, transcriptio
 reports, function-call results — so turn-taking (mute, idle) sees all of it in order.
 What the components decide comes out on ``events`` (an :class:`Emitter`), where the
 aggregators, the bot-turn runner and any observer (RTVI, transcripts) subscribe.
+
+Two things make a wrong guess about the end of the user's turn cheap:
+
+- Preemptive replies (``preemptive``): when the turn logic foresees the end of the turn,
+  the answer starts at once, held (:mod:`pipeline.preemptive`); it plays when the turn
+  ends, or is dropped unseen if the user goes on.
+- Merging (``merge_window``): if the user speaks again within ``merge_window`` seconds
+  of the end of a turn that is being answered, the answer is cut off as in a barge-in,
+  and the turn with the start of its answer is taken back (:mod:`pipeline.turn_merge`):
+  its words begin the turn in progress.
 """
 
 from __future__ import annotations
@@ -38,17 +48,23 @@ from pipeline.frames import (
     LLMThoughtStarted,
     LLMThoughtText,
     Metric,
+    PreemptiveReplyEnded,
     ServiceError,
+    SpeechStarted,
     SummaryRequested,
     Transcription,
+    UserTurnEndPredicted,
+    UserTurnMerged,
     UserTurnStarted,
     UserTurnStopped,
 )
 from pipeline.metrics import Prices, SessionMetrics
+from pipeline.preemptive import HeldReply
 from pipeline.services.llm import LLMChunk, LLMService, TextDelta
 from pipeline.services.tts import TTSService
 from pipeline.summarizer import SummaryRequest
 from pipeline.turn_completion import TurnCompletionConfig, TurnCompletionFilter
+from pipeline.turn_merge import take_back_turn
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
 from pipeline.turns.mute import UserMuteStrategy
@@ -110,8 +126,12 @@ class Conversation:
         turn_completion: TurnCompletionConfig | None = None,
         prices: Prices | None = None,
         clock: Callable[[], float] = time.monotonic,
+        preemptive: bool = True,
+        merge_window: float = 0.0,
     ) -> None:
         self.context = context
+        self.preemptive = preemptive
+        self.merge_window = merge_window
         self.llm = llm
         self.tts = tts
         self.output = output
@@ -123,7 +143,12 @@ class Conversation:
         self.metrics = SessionMetrics(prices)
         self.events.on(Metric, self.metrics.record)
         self.events.on(BotResponseEnded, lambda _: self.metrics.end_turn())
-        self.turns = UserTurns(turn_params, emit=self.events.emit, mute_strategies=mute_strategies)
+        self.turns = UserTurns(
+            turn_params,
+            emit=self.events.emit,
+            mute_strategies=mute_strategies,
+            stop_strategies=(turn_params or UserTurnParams()).stop_strategies(self.reply_lead),
+        )
         self.user = UserAggregator(context, self.feed)
         self.assistant = AssistantAggregator(context, self.feed)
         # Subscription order matters: the aggregators learn that the user started
@@ -132,11 +157,16 @@ class Conversation:
             self.events.on(event_type, self.assistant.handle)
         self.events.on(UserTurnStarted, self.user.handle)
         self.events.on(UserTurnStopped, self.user.handle)
+        self.events.on(UserTurnStopped, self._on_user_turn_stopped)
         self.events.on(UserTurnStarted, self._on_user_turn_started)
+        self.events.on(UserTurnEndPredicted, self._preempt)
+        self.events.on(SpeechStarted, lambda _: self._drop_held("the user went on"))
         self.events.on(LLMRunRequested, self._on_run_requested)
         self.events.on(SummaryRequested, self._on_summary_requested)
         self._summary: asyncio.Task[None] | None = None
         self._turn: asyncio.Task[None] | None = None
+        self._held: HeldReply | None = None
+        self._last_stop: tuple[float, Any] | None = None  # (time, message) of the last turn
         self._run_pending = False
         self._audio_next = True
         self._ticker: asyncio.Task[None] | None = None
@@ -210,12 +240,39 @@ class Conversation:
         if llm is self.llm:
             for prepare in self.before_llm_run:
                 prepare()
-        tts, output = (self.tts, self.output) if audio else (None, None)
-        turn = BotTurn(self.context, llm, self.feed, tts, output, completion, self.turn_completion)
-        self._turn = asyncio.get_running_loop().create_task(turn.run(), name="bot-turn")
-        self._turn.add_done_callback(lambda task: self._turn_done(task, completion))
+        messages = self.context.to_openai()
+        held, self._held = self._held, None
+        if held is not None:
+            if llm is self.llm and audio and completion is None:
+                if held.matches(messages, self.context.tools):
+                    self._turn = held.task
+                    held.release()
+                    self.events.emit(PreemptiveReplyEnded(used=True))
+                    return
+            held.drop()
+            self.events.emit(PreemptiveReplyEnded(used=False, reason="the context changed"))
+        self._turn = self._launch(llm, completion, audio, messages, self.feed)
+
+    def _launch(
+        self,
+        llm: LLMService,
+        completion: TurnCompletionFilter | None,
+        audio: bool,
+        messages: list[dict[str, Any]],
+        emit: Callable[[Event], None],
+        output: AudioOutput | None = None,
+    ) -> asyncio.Task[None]:
+        tts, output = (self.tts, output or self.output) if audio else (None, None)
+        turn = BotTurn(
+            self.context, llm, emit, tts, output, completion, self.turn_completion, messages
+        )
+        task = asyncio.get_running_loop().create_task(turn.run(), name="bot-turn")
+        task.add_done_callback(lambda task: self._turn_done(task, completion))
+        return task
 
     def _turn_done(self, task: asyncio.Task[None], completion: TurnCompletionFilter | None) -> None:
+        if task is not self._turn:
+            return  # a held reply that was dropped
         if not task.cancelled():
             self._after_turn(task, completion)
         # Also after a cancel: a run asked for while the interrupted turn was still
@@ -253,8 +310,58 @@ class Conversation:
 
     def _on_user_turn_started(self, event: UserTurnStarted) -> None:
         self._cancel_reprompt()
+        self._drop_held("a new user turn")
         if event.interrupt and self.bot_active:
+            last, self._last_stop = self._last_stop, None
             self.interrupt(event.t)
+            if last is not None and event.t - last[0] <= self.merge_window:
+                self._merge(last[1])
+
+    def _on_user_turn_stopped(self, event: UserTurnStopped) -> None:
+        # The user aggregator (subscribed earlier) has just added the turn's message.
+        message = self.user.last_message
+        self._last_stop = (event.t, message) if message is not None else None
+
+    def _merge(self, message: Any) -> None:
+        """The user went on: take back their last turn and the start of its answer."""
+        if message is not self.user.last_message:
+            return  # typed text came in between
+        taken = take_back_turn(self.context, message)
+        if taken is None:
+            return
+        user_text, assistant_text = taken
+        self.user.resume(user_text, self.user.last_started_at)
+        self.events.emit(UserTurnMerged(user_text, assistant_text))
+
+    # -- preemptive replies ----------------------------------------------------------------
+
+    def reply_lead(self) -> float:
+        """How long before the end of a user turn a preemptive reply should start: the
+        session's median LLM plus TTS time to first byte (0.4 s until measured)."""
+        return self.metrics.reply_latency(default=0.4)
+
+    def _preempt(self, event: UserTurnEndPredicted) -> None:
+        message = self.user.pending_message()
+        if not self.preemptive or message is None or self._held is not None or self.bot_active:
+            return
+        if self.filter_incomplete_user_turns or self.tts is None or self.output is None:
+            return  # replies that may stay silent or speak no audio are not worth holding
+        # The context as it will be once the turn ends: the user's words, then whatever
+        # is refreshed before each run (the <ui_state>); the context itself is restored.
+        added = self.context.add_message(message)
+        for prepare in self.before_llm_run:
+            prepare()
+        messages = self.context.to_openai()
+        self.context.set_messages([m for m in self.context.messages if m is not added])
+        held = HeldReply(messages, self.context.tools, self.feed, self.output)
+        held.task = self._launch(self.llm, None, True, messages, held.emit, held.output)
+        self._held = held
+
+    def _drop_held(self, reason: str) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.drop()
+            self.events.emit(PreemptiveReplyEnded(used=False, reason=reason))
 
     def interrupt(self, t: float | None = None) -> None:
         """Barge-in: cancel the bot turn, silence the output, close the assistant message.
@@ -264,6 +371,7 @@ class Conversation:
         """
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
+        self._drop_held("interrupted")
         self._run_pending = False
         if self.output is not None:
             self.output.flush()
@@ -308,6 +416,7 @@ class Conversation:
     async def close(self) -> None:
         """End of the session: stop everything; keep what was said (nothing is lost)."""
         self._cancel_reprompt()
+        self._drop_held("the session ended")
         running = (self._ticker, self._turn, self._summary)
         tasks: list[asyncio.Task[Any]] = [t for t in running if t is not None]
         for task in tasks:

@@ -31,6 +31,21 @@ class SpeechStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SpeechOnset(Event):
+    """The VAD hears what may be the start of speech (not yet confirmed: ``SpeechStarted``
+    follows ``start_secs`` later, or ``SpeechFalseStart`` if it was not speech)."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechFalseStart(Event):
+    """What the VAD heard at the last ``SpeechOnset`` did not become speech."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
 class SpeechStopped(Event):
     """The VAD decided the user stopped; ``t`` is when the speech ended (not when the
     silence window closed, which is ``t + stop_secs``)."""
@@ -58,6 +73,17 @@ class Transcription(Event):
     user_id: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class TurnEndScore(Event):
+    """The end-of-turn model's probability that the user's turn is complete, scored on
+    the turn's audio up to the pause whose speech ended at ``speech_end`` (the
+    ``SpeechStopped.t`` it answers); ``t`` is when the score arrived."""
+
+    t: float
+    probability: float
+    speech_end: float
+
+
 # -- user turns (from the turn controller) ----------------------------------------------
 
 
@@ -73,6 +99,15 @@ class UserTurnStarted(Event):
 @dataclass(frozen=True, slots=True)
 class UserTurnStopped(Event):
     """The user's turn is over: time to answer."""
+
+    t: float
+    strategy: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurnEndPredicted(Event):
+    """The user's turn will probably end soon (a stop strategy's forecast): an answer may
+    be prepared now and held until the turn really stops."""
 
     t: float
     strategy: str
@@ -115,6 +150,24 @@ class BotStartedSpeaking(Event):
 @dataclass(frozen=True, slots=True)
 class BotStoppedSpeaking(Event):
     t: float
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptiveReplyEnded(Event):
+    """A reply started before the user's turn ended was ``used`` (released when the turn
+    ended) or ``wasted`` (dropped unseen: the user went on, or the context changed)."""
+
+    used: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurnMerged(Event):
+    """The user went on right after a turn had been ended and answered: that turn and
+    the start of its answer were taken back, and its words begin the turn in progress."""
+
+    user_text: str
+    assistant_text: str
 
 
 @dataclass(frozen=True, slots=True)

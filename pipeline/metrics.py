@@ -97,6 +97,14 @@ class SessionMetrics:
         elif metric.kind == "characters":
             turn.tts_characters += int(metric.value)
 
+    def reply_latency(self, default: float, recent: int = 20) -> float:
+        """How long an answer takes from the LLM request to its first audio: the medians
+        of the recent LLM and TTS times to first byte (``default`` until both are known)."""
+        parts = [list(self._ttfb.get(service, ()))[-recent:] for service in ("llm", "tts")]
+        if not all(parts):
+            return default
+        return min(2.0, sum(statistics.median(p) for p in parts))
+
     def end_turn(self) -> TurnMetrics:
         """Close the current turn (if it measured anything) and start a new one."""
         turn, self._current = self._current, TurnMetrics()

@@ -8,7 +8,8 @@ reports, so recording begins with the ring's frames from ``onset - pre_roll_secs
 ``SpeechStopped`` arrives when the VAD's silence window closes; the utterance up to
 ``speech end + tail_secs`` goes to the STT service at once, as a task, so transcription
 runs while the turn logic waits out its own stop window. The text is emitted as a final
-:class:`~pipeline.frames.Transcription`; an empty one is not emitted.
+:class:`~pipeline.frames.Transcription`, an empty one too (an utterance without words,
+such as a cough): the turn logic waits for every utterance's words before it ends a turn.
 
 Utterances are transcribed one after another, so transcripts stay in order. A recording
 longer than ``max_utterance_secs`` is sent off at that length and recording goes on
@@ -225,9 +226,7 @@ class Transcriber:
         self.last_processing = time.perf_counter() - started
         now = self._clock()
         self.last_ttfb = now - submitted
-        text = transcript.text.strip()
-        if text:
-            self._emit(Transcription(text, now, final=True))
+        self._emit(Transcription(transcript.text.strip(), now, final=True))
 
     def _report(self, exc: Exception) -> None:
         if self._on_error is None:

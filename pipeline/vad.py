@@ -21,7 +21,14 @@ from enum import Enum
 
 import numpy as np
 
-from pipeline.frames import AudioIdle, Event, SpeechStarted, SpeechStopped
+from pipeline.frames import (
+    AudioIdle,
+    Event,
+    SpeechFalseStart,
+    SpeechOnset,
+    SpeechStarted,
+    SpeechStopped,
+)
 from pipeline.silero import CONTEXT, SAMPLE_RATE, STATE_SIZE, WINDOW, SileroModel
 
 WINDOW_SECS = WINDOW / SAMPLE_RATE
@@ -219,7 +226,7 @@ class VADAnalyzer:
         end = self._speech_end if state is VADState.STOPPING else last_audio
         self.reset()  # also a stale STARTING: its onset is no longer the next speech's
         if state is VADState.STARTING:
-            return []
+            return [SpeechFalseStart(last_audio)]
         return [SpeechStopped(end), AudioIdle(t)]
 
     def _advance(self, prob: float, level: float, start: float) -> list[Event]:
@@ -254,6 +261,10 @@ class VADAnalyzer:
             self._run += 1
 
         events: list[Event] = []
+        if state is VADState.STARTING and self._state is VADState.QUIET:
+            events.append(SpeechOnset(self._onset))
+        elif state is VADState.QUIET and self._state is VADState.STARTING:
+            events.append(SpeechFalseStart(start + WINDOW_SECS))
         if state is VADState.STARTING and self._run >= self._start_windows:
             state = VADState.SPEAKING
             events.append(SpeechStarted(self._onset))

@@ -198,7 +198,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.started = time.monotonic()
         app.state.drain = Drain(registry, settings.shutdown_grace_seconds)
         metrics: ServerMetrics = app.state.metrics
-        metrics.attach(registry, lambda: services.ready)
+        metrics.attach(registry, lambda: services.ready, services.turn_scorer)
         watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
         lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
         loading = asyncio.create_task(_load_models(services), name="load-models")

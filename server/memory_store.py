@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from server.transcripts import RecordedEvent, SessionRecord, SessionSummary, Turn, from_us, to_us
 
+_MERGED = "turn-merged"
+
 
 class MemoryTranscriptStore:
     """A :class:`server.transcripts.TranscriptStore` that keeps live sessions only."""
@@ -63,6 +65,19 @@ class MemoryTranscriptStore:
         record.events.append(
             RecordedEvent(seq=self._seq, type=type_, at=from_us(to_us(at)), data=data)
         )
+
+    def fold_last_turn(self, session_id: str) -> None:
+        if (record := self._records.get(session_id)) is None:
+            return
+        users = [i for i, t in enumerate(record.turns) if t.role == "user"]
+        if not users:
+            return
+        folded, record.turns = record.turns[users[-1] :], record.turns[: users[-1]]
+        record.turn_count -= len(folded)
+        for turn in folded:
+            data = turn.model_dump(mode="json", exclude={"seq", "at"})
+            record.events.append(RecordedEvent(seq=turn.seq, type=_MERGED, at=turn.at, data=data))
+        record.events.sort(key=lambda e: e.seq)
 
     def close_session(
         self, session_id: str, reason: str, at: float, usage: dict[str, Any] | None = None

@@ -25,13 +25,16 @@ from pipeline.frames import (
     BotStartedSpeaking,
     Interruption,
     Metric,
+    PreemptiveReplyEnded,
     ServiceError,
     SpeechStopped,
     UserTranscript,
+    UserTurnMerged,
     UserTurnStarted,
     UserTurnStopped,
 )
 from pipeline.messages import Usage
+from pipeline.turn_scorer import Score, TurnScorer
 from server import __version__, auth
 from server.loop_lag import LoopLagMonitor
 from server.prometheus import CONTENT_TYPE, Registry
@@ -96,6 +99,29 @@ class ServerMetrics:
             ["service"],
             LATENCY_BUCKETS,
         )
+        self.turn_end_wait = r.histogram(
+            "parley_user_turn_end_wait_seconds",
+            "From the end of the user's speech to the end of their turn (the VAD's stop "
+            "window included).",
+            (),
+            LATENCY_BUCKETS,
+        )
+        self.turn_model = r.histogram(
+            "parley_turn_model_seconds",
+            "The end-of-turn model: time in its queue, and inference (features included).",
+            ["stage"],
+            LAG_BUCKETS,
+        )
+        self.preemptive = r.counter(
+            "parley_preemptive_replies_total",
+            "Replies started before the user's turn ended: used (played when it ended) or "
+            "wasted (dropped unseen).",
+            ["outcome"],
+        )
+        self.merged_turns = r.counter(
+            "parley_user_turns_merged_total",
+            "User turns taken back because the user went on right after them.",
+        )
         self.tokens = r.counter("parley_llm_tokens_total", "LLM tokens used.", ["direction"])
         self.tts_characters = r.counter(
             "parley_tts_characters_total", "Characters sent to text-to-speech."
@@ -122,11 +148,23 @@ class ServerMetrics:
 
     # -- wiring ----------------------------------------------------------------------------
 
-    def attach(self, sessions: SessionRegistry, models_ready: Callable[[], bool]) -> None:
-        """Watch ``sessions`` (the app's lifespan calls this as it starts)."""
+    def attach(
+        self,
+        sessions: SessionRegistry,
+        models_ready: Callable[[], bool],
+        turn_scorer: TurnScorer | None = None,
+    ) -> None:
+        """Watch ``sessions`` and the end-of-turn model (the app's lifespan calls this as
+        it starts)."""
         sessions.listeners.append(self)
         self._sessions = sessions
         self._models_ready = models_ready
+        if turn_scorer is not None:
+            turn_scorer.on_score.append(self._turn_scored)
+
+    def _turn_scored(self, score: Score) -> None:
+        self.turn_model.labels("queue").observe(score.queued)
+        self.turn_model.labels("inference").observe(score.inference)
 
     def _state_gauges(self) -> None:
         r = self.registry
@@ -181,6 +219,8 @@ class SessionObserver:
         events.on(Interruption, lambda _: metrics.interruptions.inc())
         events.on(ServiceError, lambda e: metrics.errors.labels(e.service).inc())
         events.on(Metric, self._metric)
+        events.on(PreemptiveReplyEnded, self._preemptive)
+        events.on(UserTurnMerged, lambda _: metrics.merged_turns.inc())
         session.rtvi.error_listeners.append(self._rtvi_error)
 
     def _speech_stopped(self, event: SpeechStopped) -> None:
@@ -193,6 +233,11 @@ class SessionObserver:
         # Voice-to-voice counts from the end of the speech, not from the turn's end
         # (which comes a silence window later), as a person hears it.
         self._awaiting_answer_since = self._speech_end if self._speech_end is not None else event.t
+        if self._speech_end is not None:
+            self.metrics.turn_end_wait.observe(max(0.0, event.t - self._speech_end))
+
+    def _preemptive(self, event: PreemptiveReplyEnded) -> None:
+        self.metrics.preemptive.labels("used" if event.used else "wasted").inc()
 
     def _bot_started_speaking(self, event: BotStartedSpeaking) -> None:
         if self._awaiting_answer_since is not None:

@@ -139,6 +139,8 @@ class RTVIEvents:
         events.on(AppMessage, lambda e: self._send(rtvi.message("server-message", e.data)))
 
     def _transcription(self, event: Transcription) -> None:
+        if not event.text.strip():
+            return  # an utterance with no words (a cough): nothing to show
         data = UserTranscriptionData(
             text=event.text,
             user_id=event.user_id or self.user_id,

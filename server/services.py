@@ -21,6 +21,7 @@ from pipeline.services.stt import STTService
 from pipeline.services.tts import TTSService
 from pipeline.silero import SileroModel
 from pipeline.tools import ToolRegistry, ToolSpec
+from pipeline.turn_scorer import TurnScorer
 from server.settings import ClientToolDefinition, Settings
 
 
@@ -34,6 +35,7 @@ class Services:
     tools: ToolRegistry
     embedded: EmbeddedModels | None
     vad: SileroModel
+    turn_scorer: TurnScorer | None = None  # the end-of-turn model (adaptive turn end)
 
     def circuits(self) -> dict[str, Any]:
         """The circuit breakers of the remote services, for /health."""
@@ -48,7 +50,10 @@ class Services:
         """What /health reports about the models."""
         kinds = {role: type(getattr(self, role)).__name__ for role in ("stt", "llm", "tts")}
         embedded = self.embedded.status() if self.embedded else {}
-        return {"ready": self.ready, "services": kinds, "embedded": embedded}
+        turn = None
+        if self.turn_scorer is not None:
+            turn = {"model": "Smart Turn v3.2", "pool": self.turn_scorer.pool.stats().as_dict()}
+        return {"ready": self.ready, "services": kinds, "embedded": embedded, "turn_end": turn}
 
     @property
     def ready(self) -> bool:
@@ -75,6 +80,8 @@ class Services:
                 await close()
         if self.embedded is not None:
             self.embedded.shutdown()
+        if self.turn_scorer is not None:
+            self.turn_scorer.shutdown()
 
 
 def build_services(settings: Settings) -> Services:
@@ -137,7 +144,9 @@ def build_services(settings: Settings) -> Services:
     tools = default_registry()
     for definition in settings.client_tools:
         tools.register(client_tool_spec(definition, settings.client_tool_timeout))
-    return Services(stt, llm, tts, tools, embedded, SileroModel.shared())
+    # Loaded (and its file checked) now: a missing model stops the start, not a turn.
+    scorer = TurnScorer() if settings.turn_end == "adaptive" else None
+    return Services(stt, llm, tts, tools, embedded, SileroModel.shared(), scorer)
 
 
 def client_tool_spec(definition: ClientToolDefinition, default_timeout: float) -> ToolSpec:

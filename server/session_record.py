@@ -21,6 +21,7 @@ from pipeline.frames import (
     Metric,
     ServiceError,
     UserTranscript,
+    UserTurnMerged,
 )
 from pipeline.metrics import SessionMetrics
 from server.transcripts import TranscriptStore
@@ -61,6 +62,7 @@ class SessionRecorder:
         events.on(FunctionCallResult, self._tool_result)
         events.on(FunctionCallCancelled, self._tool_cancelled)
         events.on(ServiceError, self._service_error)
+        events.on(UserTurnMerged, lambda _event: self.store.fold_last_turn(self.session_id))
 
     # -- what the session reports -----------------------------------------------------------
 

@@ -7,7 +7,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -231,10 +238,54 @@ class Settings(BaseSettings):
     vad_stop_secs: float = Field(
         0.2,
         gt=0,
-        description="Silence before the VAD reports a stop; the turn then waits "
-        "user_speech_timeout more (0.8 s is right when the VAD alone ends the turn).",
+        description="Silence before the VAD reports a stop: the earliest a turn can end.",
     )
-    user_speech_timeout: float = Field(0.6, ge=0)
+    turn_end: Literal["adaptive", "fixed"] = Field(
+        "adaptive",
+        description="How the end of the user's turn is decided: adaptive (the end-of-turn "
+        "model, the words and the silence together) or fixed (user_speech_timeout after "
+        "every pause).",
+    )
+    user_speech_timeout: float = Field(
+        0.6, ge=0, description="fixed: silence after the VAD stop before the turn ends."
+    )
+    turn_end_question_wait: tuple[float, float] = Field(
+        (0.0, 0.7),
+        description="adaptive: seconds from the end of speech to the end of a turn whose "
+        "words end with a question mark, when the model is sure it is done / sure it is not.",
+    )
+    turn_end_statement_wait: tuple[float, float] = Field(
+        (0.7, 1.2), description="adaptive: the same for a turn whose words end otherwise."
+    )
+    turn_end_max_wait: float = Field(
+        2.0,
+        gt=0,
+        description="adaptive: the wait after unfinished words (a dangling 'and', 'for', "
+        "'um'), and the longest of all.",
+    )
+    turn_end_confident: float = Field(
+        0.9, gt=0, le=1, description="adaptive: model probability that counts as 'done'."
+    )
+    turn_end_doubtful: float = Field(
+        0.3, ge=0, lt=1, description="adaptive: model probability that counts as 'not done'."
+    )
+    turn_end_score_timeout: float = Field(
+        0.35,
+        ge=0,
+        description="adaptive: how long after the VAD stop to wait for the model before "
+        "deciding without it.",
+    )
+    preemptive_replies: bool = Field(
+        True,
+        description="adaptive: start the answer, held, shortly before the turn is expected "
+        "to end; play it when it does, drop it unseen if the user goes on.",
+    )
+    turn_merge_window: float = Field(
+        1.0,
+        ge=0,
+        description="If the user speaks again within this many seconds of the end of a turn "
+        "that is being answered, the answer stops and the two make one turn (0: off).",
+    )
     user_turn_stop_timeout: float = Field(5.0, gt=0)
     user_idle_timeout: float = Field(0.0, ge=0, description="0 = off.")
     min_words_to_interrupt: int = Field(
@@ -283,6 +334,16 @@ class Settings(BaseSettings):
     circuit_cooldown: float = Field(
         10.0, gt=0, description="Seconds an open breaker refuses calls before a probe goes."
     )
+
+    @model_validator(mode="after")
+    def _turn_end_thresholds(self) -> Settings:
+        if self.turn_end_doubtful >= self.turn_end_confident:
+            raise ValueError("turn_end_doubtful must be below turn_end_confident")
+        for name in ("turn_end_question_wait", "turn_end_statement_wait"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high:
+                raise ValueError(f"{name} must be [sure-done, sure-not-done] with 0 <= a <= b")
+        return self
 
     def provider(self, role: Literal["stt", "llm", "tts"]) -> Literal["local", "openai"]:
         """Which implementation serves ``role``, resolving "auto"."""

@@ -231,6 +231,9 @@ class SQLiteTranscriptStore:
     def append_event(self, session_id: str, type_: str, data: dict[str, Any], at: float) -> None:
         self._submit(_append_event, session_id, type_, dump(data), to_us(at))
 
+    def fold_last_turn(self, session_id: str) -> None:
+        self._submit(_fold_last_turn, session_id)
+
     def close_session(
         self, session_id: str, reason: str, at: float, usage: dict[str, Any] | None = None
     ) -> None:
@@ -364,6 +367,17 @@ def _append_event(
         "INSERT INTO entries (session_id, at_us, kind, type, data) VALUES (?, ?, 'event', ?, ?)",
         (session_id, at_us, type_, data),
     )
+
+
+def _fold_last_turn(db: sqlite3.Connection, session_id: str) -> None:
+    folded = db.execute(
+        "UPDATE entries SET kind = 'event', type = 'turn-merged', text = NULL, "
+        "data = json_set(data, '$.role', type, '$.text', text) "
+        "WHERE session_id = ? AND kind = 'turn' AND seq >= (SELECT MAX(seq) FROM entries "
+        "WHERE session_id = ? AND kind = 'turn' AND type = 'user')",
+        (session_id, session_id),
+    ).rowcount
+    db.execute("UPDATE sessions SET turn_count = turn_count - ? WHERE id = ?", (folded, session_id))
 
 
 def _purge(db: sqlite3.Connection, older_than_us: int) -> int:

@@ -46,7 +46,8 @@ class RecordedEvent(BaseModel):
 
     seq: int
     type: str = Field(
-        description="interruption, tool-call, tool-result, tool-cancelled, error, rtvi-error"
+        description="interruption, tool-call, tool-result, tool-cancelled, error, "
+        "rtvi-error, turn-merged"
     )
     at: datetime
     data: dict[str, Any] = {}
@@ -109,6 +110,12 @@ class TranscriptStore(Protocol):
     def append_event(
         self, session_id: str, type_: str, data: dict[str, Any], at: float
     ) -> None: ...
+
+    def fold_last_turn(self, session_id: str) -> None:
+        """The last user turn and the answers after it were taken back (the user went on:
+        the turn continues): they become ``turn-merged`` events, with their role, text
+        and figures, so the turns hold each user turn once and nothing is lost."""
+        ...
 
     def close_session(
         self, session_id: str, reason: str, at: float, usage: dict[str, Any] | None = None

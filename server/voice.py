@@ -16,12 +16,22 @@ from loguru import logger
 from pipeline.client_tools import ClientToolCalls, ClientToolError
 from pipeline.context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.frames import BotStoppedSpeaking, Event, Metric, ServiceError, Transcription
+from pipeline.frames import (
+    BotStoppedSpeaking,
+    Event,
+    Metric,
+    ServiceError,
+    Transcription,
+    UserTurnStarted,
+    UserTurnStopped,
+)
 from pipeline.messages import AssistantMessage, UserMessage
 from pipeline.metrics import Prices
 from pipeline.tool_runner import ToolRunner
 from pipeline.transcriber import Transcriber
+from pipeline.turn_scorer import TurnScoring
 from pipeline.turns import UserTurnParams
+from pipeline.turns.stop_adaptive import AdaptiveStopParams
 from pipeline.vad import VADAnalyzer, VADParams, VADState
 from server.rtvi_audio import AudioLevelMeter, TTSAudioTap
 from server.rtvi_events import FunctionCallReporting, RTVIEvents
@@ -32,6 +42,25 @@ from server.webrtc import PacedAudioTrack
 
 # How often a session checks for audio that stopped arriving mid-speech.
 IDLE_CHECK_SECONDS = 0.25
+
+
+def turn_params(settings: Settings) -> UserTurnParams:
+    """How user turns start and end, from the settings."""
+    return UserTurnParams(
+        user_turn_stop_timeout=settings.user_turn_stop_timeout,
+        user_speech_timeout=settings.user_speech_timeout,
+        min_words=settings.min_words_to_interrupt,
+        user_idle_timeout=settings.user_idle_timeout,
+        turn_end=settings.turn_end,
+        adaptive=AdaptiveStopParams(
+            confident=settings.turn_end_confident,
+            doubtful=settings.turn_end_doubtful,
+            question_wait=settings.turn_end_question_wait,
+            statement_wait=settings.turn_end_statement_wait,
+            max_wait=settings.turn_end_max_wait,
+            score_timeout=settings.turn_end_score_timeout,
+        ),
+    )
 
 
 class VoiceSession:
@@ -54,19 +83,28 @@ class VoiceSession:
             [{"role": "system", "content": settings.system_prompt}],
             tools=tools.openai_tools() if tools else None,
         )
-        params = UserTurnParams(
-            user_turn_stop_timeout=settings.user_turn_stop_timeout,
-            user_speech_timeout=settings.user_speech_timeout,
-            min_words=settings.min_words_to_interrupt,
-            user_idle_timeout=settings.user_idle_timeout,
-        )
+        params = turn_params(settings)
         prices = Prices(input=settings.llm_price_input, output=settings.llm_price_output)
         # With bot-tts-audio on, the pipeline writes through a tap that also sends it.
         pipeline_output = TTSAudioTap(output, send) if settings.rtvi_bot_tts_audio else output
+        adaptive = settings.turn_end == "adaptive"
         self.conversation = Conversation(
-            self.context, services.llm, services.tts, pipeline_output, params, prices=prices
+            self.context,
+            services.llm,
+            services.tts,
+            pipeline_output,
+            params,
+            prices=prices,
+            preemptive=adaptive and settings.preemptive_replies,
+            merge_window=settings.turn_merge_window,
         )
         output.listener = self.conversation
+        # The end-of-turn model hears the turn at every pause (shared scorer, off the loop).
+        self.turn_scoring: TurnScoring | None = None
+        if adaptive and services.turn_scorer is not None:
+            self.turn_scoring = TurnScoring(services.turn_scorer, self.conversation.feed)
+            for kind in (UserTurnStarted, UserTurnStopped):
+                self.conversation.events.on(kind, self.turn_scoring.handle)
         self.user_level: AudioLevelMeter | None = None
         if settings.rtvi_audio_levels:
             self.user_level = AudioLevelMeter("user-audio-level", send)
@@ -118,6 +156,8 @@ class VoiceSession:
         t = time.monotonic()
         events = self.vad.push(frame, t)
         self.transcriber.push_audio(frame, t)
+        if self.turn_scoring is not None:
+            self.turn_scoring.push_audio(frame, t)
         for event in events:
             self._vad_event(event)
         self.conversation.tick()
@@ -125,6 +165,8 @@ class VoiceSession:
             self.user_level.push(frame, self.vad.state is not VADState.QUIET)
 
     def _vad_event(self, event: Event) -> None:
+        if self.turn_scoring is not None:
+            self.turn_scoring.handle(event)  # before the turn logic: it may end the turn
         self.transcriber.handle(event)
         self.conversation.feed(event)
 
@@ -191,6 +233,8 @@ class VoiceSession:
             self._idle_check.cancel()
             await asyncio.gather(self._idle_check, return_exceptions=True)
         await self.transcriber.close()
+        if self.turn_scoring is not None:
+            await self.turn_scoring.close()
         if self.client_tools is not None:
             self.client_tools.close()
         if self.tools is not None:

@@ -16,7 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
+from pipeline.frames import (
+    Event,
+    SpeechFalseStart,
+    SpeechOnset,
+    SpeechStarted,
+    SpeechStopped,
+    Transcription,
+)
 from pipeline.services.embedded import EmbeddedModels, ModelFileError
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.stt import Transcript
@@ -69,6 +76,8 @@ async def feed(
         stt.frame = index
         transcriber.push_audio(frame, t)
         for event in vad.push(frame, t):
+            if isinstance(event, SpeechOnset | SpeechFalseStart):
+                continue  # tentative: the transcriber ignores them
             events.append(event)
             transcriber.handle(event)
             if isinstance(event, SpeechStopped):
@@ -199,4 +208,18 @@ async def test_long_speech_is_sent_in_pieces_of_max_utterance(stt: LocalSTT) -> 
     durations = [seconds for _, seconds in timed.calls]
     assert durations[0] == pytest.approx(2.0, abs=0.001)
     assert sum(durations) == pytest.approx((speech.size - speech.size % 320) / 16000, abs=0.02)
+    await transcriber.close()
+
+
+async def test_an_utterance_without_words_gives_an_empty_final_transcript(stt: LocalSTT) -> None:
+    # The turn logic waits for the words of every utterance, so "none" must be said too.
+    events: list[Event] = []
+    transcriber = Transcriber(stt, events.append)
+    silence = np.zeros(320, np.int16).tobytes()
+    for n in range(50):
+        transcriber.push_audio(silence, n * 0.02)
+    transcriber.handle(SpeechStarted(0.4))
+    transcriber.handle(SpeechStopped(0.9))
+    await settle(transcriber)
+    assert [(type(e), e.text, e.final) for e in events] == [(Transcription, "", True)]
     await transcriber.close()

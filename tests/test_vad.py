@@ -17,7 +17,14 @@ import av
 import numpy as np
 import pytest
 
-from pipeline.frames import AudioIdle, Event, SpeechStarted, SpeechStopped
+from pipeline.frames import (
+    AudioIdle,
+    Event,
+    SpeechFalseStart,
+    SpeechOnset,
+    SpeechStarted,
+    SpeechStopped,
+)
 from pipeline.silero import SAMPLE_RATE, SileroModel, find_silero_model
 from pipeline.vad import VADAnalyzer, VADBatch, VADParams, VADState, window_volume
 
@@ -82,11 +89,17 @@ def frames(samples: np.ndarray, t0: float = 0.0) -> list[tuple[bytes, float]]:
     ]
 
 
-def run(analyzer: VADAnalyzer, samples: np.ndarray, t0: float = 0.0) -> list[Event]:
+def run(
+    analyzer: VADAnalyzer, samples: np.ndarray, t0: float = 0.0, onsets: bool = False
+) -> list[Event]:
+    """The events of ``samples`` fed frame by frame; the tentative ones (``SpeechOnset``,
+    ``SpeechFalseStart``) only with ``onsets``."""
     events: list[Event] = []
     for frame, t in frames(samples, t0):
         events += analyzer.push(frame, t)
-    return events
+    if onsets:
+        return events
+    return [e for e in events if not isinstance(e, SpeechOnset | SpeechFalseStart)]
 
 
 def kinds(events: list[Event]) -> list[type[Event]]:
@@ -181,6 +194,33 @@ def test_min_volume_gates_very_quiet_speech(model: SileroModel, sentence_b: np.n
     assert SpeechStarted in kinds(run(ungated, faint))
 
 
+def test_onset_comes_first_with_the_same_time(model: SileroModel, sentence_a: np.ndarray) -> None:
+    line = timeline(1.0, sentence_a, 1.0)
+    events = run(VADAnalyzer(model=model), line.samples, onsets=True)
+    assert kinds(events) == [SpeechOnset, SpeechStarted, SpeechStopped]
+    assert events[0].t == events[1].t  # the onset the confirmation reports
+    assert_near(events[0].t, line.truth[0][0])
+
+
+def test_a_short_sound_is_a_false_start(model: SileroModel, sentence_a: np.ndarray) -> None:
+    # 100 ms of speech: heard, but shorter than start_secs (0.2 s).
+    blip = sentence_a[np.flatnonzero(np.abs(sentence_a) > 500)[0] :][: SAMPLE_RATE // 10]
+    events = run(VADAnalyzer(model=model), timeline(0.5, blip, 1.0).samples, onsets=True)
+    assert kinds(events) == [SpeechOnset, SpeechFalseStart]
+    assert events[1].t > events[0].t
+
+
+def test_audio_stopping_mid_onset_is_a_false_start(
+    model: SileroModel, sentence_a: np.ndarray
+) -> None:
+    analyzer = VADAnalyzer(model=model)
+    line = timeline(0.5, sentence_a)
+    cut = round(0.6 * SAMPLE_RATE) // FRAME * FRAME  # 100 ms into the speech
+    assert kinds(run(analyzer, line.samples[:cut], onsets=True)) == [SpeechOnset]
+    events = analyzer.check_idle(cut / SAMPLE_RATE + 1.0)
+    assert events == [SpeechFalseStart(cut / SAMPLE_RATE)]
+
+
 def test_volume_scale() -> None:
     tone = np.sin(np.arange(512) * 0.3).astype(np.float32)  # RMS = -3 dBFS
     assert window_volume(np.zeros(512, np.float32)) == 0.0
@@ -242,7 +282,7 @@ def three_streams(sentence_a: np.ndarray, sentence_b: np.ndarray) -> list[np.nda
 
 
 def alone(model: SileroModel, streams: list[np.ndarray]) -> list[list[Event]]:
-    return [run(VADAnalyzer(model=model), s, 3.0 * n) for n, s in enumerate(streams)]
+    return [run(VADAnalyzer(model=model), s, 3.0 * n, onsets=True) for n, s in enumerate(streams)]
 
 
 def assert_same_events(got: list[list[Event]], expected: list[list[Event]]) -> None:
@@ -256,7 +296,7 @@ def test_batched_sessions_equal_single_sessions(
     model: SileroModel, three_streams: list[np.ndarray]
 ) -> None:
     expected = alone(model, three_streams)
-    assert kinds(expected[0]) == [SpeechStarted, SpeechStopped] * 2
+    assert kinds(expected[0]) == [SpeechOnset, SpeechStarted, SpeechStopped] * 2
     analyzers = [VADAnalyzer(model=model) for _ in three_streams]
     # Stream n starts n frames late, so windows become ready on different ticks.
     feeds = [[None] * n + frames(s, 3.0 * n) for n, s in enumerate(three_streams)]

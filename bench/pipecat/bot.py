@@ -4,7 +4,7 @@ Runs in its own venv (bench/.venv-pipecat, see requirements.txt), never in Parle
 One pipeline per peer connection:
 
     SmallWebRTC input → Silero VAD (user aggregator) → OpenAI STT (whisper-1, segmented)
-    → user context aggregator (speech-timeout stop strategy) → OpenAI LLM → OpenAI TTS
+    → user context aggregator (speech-timeout or Smart Turn stop strategy) → OpenAI LLM → OpenAI TTS
     (raw PCM 24 kHz) → SmallWebRTC output → assistant aggregator; RTVI on.
 
 HTTP: ``POST /api/offer`` (SDP offer → answer, ``pc_id``) and ``PATCH /api/offer``
@@ -86,6 +86,13 @@ def options() -> argparse.Namespace:
         type=float,
         default=float(env("PIPECAT_USER_SPEECH_TIMEOUT", "0.6")),
     )
+    p.add_argument(
+        "--stop",
+        choices=["speech-timeout", "smart-turn"],
+        default=env("PIPECAT_STOP", "speech-timeout"),
+        help="user-turn stop strategy: Pipecat's speech timeout (like Parley's fixed window) "
+        "or its default, the Smart Turn v3.2 model (LocalSmartTurnAnalyzerV3)",
+    )
     p.add_argument("--log-level", default=env("PIPECAT_LOG_LEVEL", "INFO"))
     return p.parse_args()
 
@@ -134,7 +141,10 @@ async def run_bot(connection: SmallWebRTCConnection) -> None:
             vad_analyzer=vad,
             user_turn_strategies=UserTurnStrategies(
                 start=[VADUserTurnStartStrategy()],
-                stop=[
+                # None: Pipecat's default stop strategy, the Smart Turn model.
+                stop=None
+                if ARGS.stop == "smart-turn"
+                else [
                     SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=ARGS.user_speech_timeout)
                 ],
             ),

@@ -14,6 +14,7 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
+from pipeline.messages import Message
 
 
 class UserAggregator:
@@ -38,6 +39,19 @@ class UserAggregator:
         self._parts: list[tuple[str, bool]] = []
         self._started_at = ""
         self._user_id = ""
+        self.last_message: Message | None = None  # the latest user message it added
+        self.last_started_at = ""  # when the turn of that message began
+
+    def pending_message(self) -> dict[str, str] | None:
+        """The message the turn would add if it ended now (None: no words yet)."""
+        content = join_text(self._parts)
+        return {"role": "user", "content": content} if content else None
+
+    def resume(self, text: str, started_at: str) -> None:
+        """Take ``text`` back as the start of the turn in progress (a turn that ended too
+        early, merged with what the user said next)."""
+        self._parts.insert(0, (text, False))
+        self._started_at = started_at
 
     @property
     def pending_text(self) -> str:
@@ -55,7 +69,7 @@ class UserAggregator:
 
     def add_text(self, text: str, run_llm: bool = True) -> None:
         """Text typed by the user (RTVI ``send-text``): a whole user turn at once."""
-        self.context.add_message({"role": "user", "content": text})
+        self.last_message = self.context.add_message({"role": "user", "content": text})
         self._emit(UserTranscript(text, self._clock(), self._user_id))
         if run_llm:
             self._emit(LLMRunRequested("user text"))
@@ -70,8 +84,9 @@ class UserAggregator:
         self._parts.clear()
         timestamp = self._started_at or self._clock()
         self._started_at = ""
+        self.last_started_at = timestamp
         if content:
-            self.context.add_message({"role": "user", "content": content})
+            self.last_message = self.context.add_message({"role": "user", "content": content})
         self._emit(UserTranscript(content, timestamp, self._user_id))
         if content and run_llm:
             self._emit(LLMRunRequested("user turn"))

@@ -9,11 +9,17 @@ Emits, through ``emit``:
 - ``UserTurnStopped(t, strategy)``: a stop strategy fired (``on_user_turn_stopped``).
 - ``UserTurnStopTimeout(t)`` then ``UserTurnStopped(t, "timeout")``: the watchdog ended a
   turn no stop strategy ended (``on_user_turn_stop_timeout``).
+- ``UserTurnEndPredicted(t, strategy)``: a stop strategy foresees the end of the turn
+  (:meth:`UserTurnStopStrategy.pop_prediction`); the turn goes on until it stops.
 
 The watchdog follows Pipecat: it restarts on every SpeechStarted, SpeechStopped,
 Transcription (interim too), turn start and turn stop, and fires
 ``user_turn_stop_timeout`` seconds after the last of them if a turn is active and the VAD
 says the user is silent. A turn never stops while the user is speaking.
+
+A possible onset (``SpeechOnset``, until ``SpeechStarted`` or ``SpeechFalseStart``)
+holds any stop too: a turn must not end in the 200 ms in which the VAD is confirming that
+the user speaks again. A stop strategy is asked again at the false start.
 
 ``AudioIdle`` (audio stopped mid-speech) counts as the VAD's ``SpeechStopped``, as
 Pipecat's VAD controller forces a stop on audio idle: without it the turn would wait for
@@ -29,9 +35,12 @@ from pipeline.frames import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
     Event,
+    SpeechFalseStart,
+    SpeechOnset,
     SpeechStarted,
     SpeechStopped,
     Transcription,
+    UserTurnEndPredicted,
     UserTurnStarted,
     UserTurnStopped,
     UserTurnStopTimeout,
@@ -43,7 +52,7 @@ DEFAULT_USER_TURN_STOP_TIMEOUT = 5.0
 TIMEOUT_STRATEGY = "timeout"  # the ``strategy`` of a turn the watchdog stopped
 
 # Events that show the conversation is moving; each restarts the watchdog.
-_ACTIVITY = (SpeechStarted, SpeechStopped, Transcription)
+_ACTIVITY = (SpeechStarted, SpeechStopped, SpeechFalseStart, Transcription)
 
 
 class UserTurnController:
@@ -120,8 +129,8 @@ class UserTurnController:
                 fired = strategy.on_timer(self._ctx)
                 if strategy.deadline is not None and strategy.deadline <= due:
                     raise RuntimeError(f"{strategy!r} kept a timer that is already due")
-                if fired:
-                    self._stop_turn(strategy.name)
+                if not (fired and self._stop_turn(strategy.name)):
+                    self._predicted(strategy)
             else:
                 self._watchdog = None
                 if self._ctx.turn_active and not self._ctx.user_speaking:
@@ -130,8 +139,12 @@ class UserTurnController:
         self._ctx.now = max(self._ctx.now, t)
 
     def _track(self, event: Event) -> None:
-        if isinstance(event, SpeechStarted):
-            self._ctx.user_speaking = True
+        if isinstance(event, SpeechOnset):
+            self._ctx.user_starting = True
+        elif isinstance(event, SpeechStarted):
+            self._ctx.user_speaking, self._ctx.user_starting = True, False
+        elif isinstance(event, SpeechFalseStart):
+            self._ctx.user_starting = False
         elif isinstance(event, SpeechStopped):
             self._ctx.user_speaking = False
         elif isinstance(event, BotStartedSpeaking):
@@ -151,6 +164,11 @@ class UserTurnController:
             # next turn after their reset.
             if strategy.handle(event, self._ctx) and self._stop_turn(strategy.name):
                 return
+            self._predicted(strategy)
+
+    def _predicted(self, strategy: UserTurnStopStrategy) -> None:
+        if strategy.pop_prediction() and self._ctx.turn_active:
+            self._emit(UserTurnEndPredicted(t=self._ctx.now, strategy=strategy.name))
 
     def _due_strategy(self, due: float) -> UserTurnStopStrategy | None:
         # On a tie a strategy wins over the watchdog: it is the turn's real end.
@@ -172,8 +190,9 @@ class UserTurnController:
         )
 
     def _stop_turn(self, strategy_name: str) -> bool:
-        # A late signal must not end the turn over the user's voice (Pipecat's rule too).
-        if not self._ctx.turn_active or self._ctx.user_speaking:
+        # A late signal must not end the turn over the user's voice (Pipecat's rule too),
+        # nor while the VAD is hearing what may be its return.
+        if not self._ctx.turn_active or self._ctx.user_speaking or self._ctx.user_starting:
             return False
         self._ctx.turn_active = False
         for s in self.stop_strategies:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
 
 from pipeline.turns.controller import DEFAULT_USER_TURN_STOP_TIMEOUT
 from pipeline.turns.start_min_words import MinWordsTurnStart
 from pipeline.turns.start_transcription import TranscriptionTurnStart
 from pipeline.turns.start_vad import VADTurnStart
+from pipeline.turns.stop_adaptive import AdaptiveStopParams, AdaptiveTurnStop
 from pipeline.turns.stop_speech_timeout import DEFAULT_USER_SPEECH_TIMEOUT, SpeechTimeoutTurnStop
 from pipeline.turns.strategy import UserTurnStartStrategy, UserTurnStopStrategy
 
@@ -24,6 +27,9 @@ class UserTurnParams:
     - ``user_idle_timeout``: emit ``UserIdle`` after this long without a user turn once
       the bot stopped speaking; 0 turns it off.
     - ``enable_interruptions``: whether a user turn asks to cut the bot off.
+    - ``turn_end``: ``"adaptive"`` ends the turn when the end-of-turn model, the words and
+      the silence agree (:class:`AdaptiveTurnStop`, tuned by ``adaptive``);
+      ``"fixed"`` waits ``user_speech_timeout`` after every pause.
     """
 
     user_turn_stop_timeout: float = DEFAULT_USER_TURN_STOP_TIMEOUT
@@ -31,6 +37,8 @@ class UserTurnParams:
     min_words: int = 0
     user_idle_timeout: float = 0.0
     enable_interruptions: bool = True
+    turn_end: Literal["adaptive", "fixed"] = "fixed"
+    adaptive: AdaptiveStopParams = field(default_factory=AdaptiveStopParams)
 
     def start_strategies(self) -> list[UserTurnStartStrategy]:
         """VAD then transcription (Pipecat's defaults), or min-words when set.
@@ -47,6 +55,11 @@ class UserTurnParams:
             TranscriptionTurnStart(enable_interruptions=interrupt),
         ]
 
-    def stop_strategies(self) -> list[UserTurnStopStrategy]:
-        """The speech timeout (Pipecat's default is a turn-analyzer model we do not run)."""
+    def stop_strategies(
+        self, lead: Callable[[], float] | None = None
+    ) -> list[UserTurnStopStrategy]:
+        """The adaptive rule, or the fixed speech timeout. ``lead``: how long before the
+        turn's end an answer should start, held (the session's reply latency)."""
+        if self.turn_end == "adaptive":
+            return [AdaptiveTurnStop(self.adaptive, lead)]
         return [SpeechTimeoutTurnStop(user_speech_timeout=self.user_speech_timeout)]

@@ -20,6 +20,7 @@ class TurnContext:
 
     now: float = 0.0
     user_speaking: bool = False  # the VAD's view: between SpeechStarted and SpeechStopped
+    user_starting: bool = False  # between SpeechOnset and SpeechStarted (or a false start)
     bot_speaking: bool = False  # between BotStartedSpeaking and BotStoppedSpeaking
     turn_active: bool = False
 
@@ -63,6 +64,11 @@ class UserTurnStopStrategy(ABC):
 
     def on_timer(self, ctx: TurnContext) -> bool:
         """Called once ``ctx.now`` reached :attr:`deadline`; True stops the turn."""
+        return False
+
+    def pop_prediction(self) -> bool:
+        """True once after the strategy foresaw the turn's end (asked after each
+        :meth:`handle` and :meth:`on_timer` that did not stop the turn)."""
         return False
 
     def reset(self) -> None:  # noqa: B027 - optional hook

@@ -39,7 +39,10 @@ class AudioEndpoints(StubCore):
         record.completed = True
         if isinstance(item, Fault) and item.kind == "malformed":
             return Response(b'{"text": not json', media_type="application/json")
-        return JSONResponse({"text": item if isinstance(item, str) else self.config.transcript})
+        text = item if isinstance(item, str) else self.config.transcript
+        if not isinstance(item, str) and self.config.transcriber is not None:
+            text = self.config.transcriber(record.body["file"])
+        return JSONResponse({"text": text})
 
     async def _speech(self, request: Request) -> Response:
         record, item, early = await self._begin(request, "tts")

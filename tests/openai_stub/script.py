@@ -5,6 +5,7 @@ Faults are in :mod:`tests.openai_stub.faults`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,6 +44,8 @@ class StubConfig:
     tts_min_seconds: float = 0.1
     default_text: str = "Hello there! How can I help you today?"
     transcript: str = "hello world"
+    # When set, what the STT "hears": called with the uploaded audio file's bytes.
+    transcriber: Callable[[bytes], str] | None = None
     api_key: str | None = "sk-stub"  # None accepts any key
     max_hang: float = 30.0
 
