@@ -35,18 +35,15 @@ import json
 import re
 import tempfile
 import time
-import wave
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from bench.measure import stats
 from bench.targets import start_stub, start_target
-from tests.conftest import to_48k
 from tests.rtc_client import RTCTestClient
-from tests.turn_clips import COMPLETE, PAUSED, RATE, ClipEar, TurnClip, eval_set
+from tests.turn_clips import COMPLETE, PAUSED, ClipEar, TurnClip, eval_set, write_wav
 
 TARGETS = ("parley", "parley-fixed", "pipecat", "pipecat-fixed")
 LEAD = 0.4  # silence before each clip
@@ -54,18 +51,6 @@ RMS = 200.0  # a received frame louder than this is bot speech
 ANSWER_WAIT = 6.0  # after the end of speech: past this, the turn was not answered
 SETTLE = 1.0  # quiet between one answer's end and the next clip
 QUIET = 0.6  # no bot audio for this long: the answer has ended
-
-
-def write_clip(folder: Path, index: int, clip: TurnClip) -> Path:
-    """The clip as the 48 kHz mono WAV the test microphone plays, after ``LEAD`` s."""
-    samples = np.concatenate([np.zeros(round(LEAD * RATE), np.int16), clip.audio])
-    path = folder / f"clip{index:03d}.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48000)
-        out.writeframes(to_48k(samples, RATE).astype(np.int16).tobytes())
-    return path
 
 
 def loud_frames(client: RTCTestClient, start: float, end: float) -> list[float]:
@@ -104,7 +89,8 @@ async def run_clips(url: str, ear: ClipEar, clips: list[TurnClip], folder: Path)
         await client.connect()
         await asyncio.sleep(1.0)
         for index, clip in enumerate(clips):
-            results.append(await play_clip(client, ear, clip, write_clip(folder, index, clip)))
+            wav = write_wav(clip, folder / f"clip{index:03d}.wav", LEAD)
+            results.append(await play_clip(client, ear, clip, wav))
     finally:
         await client.close()
     return {"pc_id": client.pc_id, "clips": results}

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loguru import logger
@@ -48,7 +47,6 @@ from pipeline.frames import (
     LLMThoughtStarted,
     LLMThoughtText,
     Metric,
-    PreemptiveReplyEnded,
     ServiceError,
     SpeechStarted,
     SummaryRequested,
@@ -59,31 +57,14 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.metrics import Prices, SessionMetrics
-from pipeline.preemptive import HeldReply
-from pipeline.services.llm import LLMChunk, LLMService, TextDelta
+from pipeline.preemptive import PreemptiveReplies
+from pipeline.services.llm import FixedText, LLMService
 from pipeline.services.tts import TTSService
-from pipeline.summarizer import SummaryRequest
 from pipeline.turn_completion import TurnCompletionConfig, TurnCompletionFilter
 from pipeline.turn_merge import take_back_turn
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
 from pipeline.turns.mute import UserMuteStrategy
-
-
-class FixedText:
-    """An LLM stand-in that "answers" a given text: how the bot speaks a greeting."""
-
-    supports_tools = False
-    model = "fixed-text"
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    async def stream(
-        self, messages: list[dict[str, Any]], tools: Any = None, tool_choice: Any = None
-    ) -> AsyncIterator[LLMChunk]:
-        yield TextDelta(self.text)
-
 
 # How often turn-taking timers are checked when no audio frame arrives to drive them.
 TICK_SECONDS = 0.05
@@ -130,7 +111,6 @@ class Conversation:
         merge_window: float = 0.0,
     ) -> None:
         self.context = context
-        self.preemptive = preemptive
         self.merge_window = merge_window
         self.llm = llm
         self.tts = tts
@@ -158,6 +138,8 @@ class Conversation:
         self.events.on(UserTurnStarted, self.user.handle)
         self.events.on(UserTurnStopped, self.user.handle)
         self.events.on(UserTurnStopped, self._on_user_turn_stopped)
+        # After the assistant aggregator has closed the interrupted answer.
+        self.events.on(Interruption, self._after_interruption)
         self.events.on(UserTurnStarted, self._on_user_turn_started)
         self.events.on(UserTurnEndPredicted, self._preempt)
         self.events.on(SpeechStarted, lambda _: self._drop_held("the user went on"))
@@ -165,8 +147,11 @@ class Conversation:
         self.events.on(SummaryRequested, self._on_summary_requested)
         self._summary: asyncio.Task[None] | None = None
         self._turn: asyncio.Task[None] | None = None
-        self._held: HeldReply | None = None
+        self.replies: PreemptiveReplies | None = None
+        if preemptive and output is not None and tts is not None:
+            self.replies = PreemptiveReplies(self._launch_held, self.feed, output)
         self._last_stop: tuple[float, Any] | None = None  # (time, message) of the last turn
+        self._merging: Any = None  # the user message to take back after this interruption
         self._run_pending = False
         self._audio_next = True
         self._ticker: asyncio.Task[None] | None = None
@@ -241,16 +226,12 @@ class Conversation:
             for prepare in self.before_llm_run:
                 prepare()
         messages = self.context.to_openai()
-        held, self._held = self._held, None
-        if held is not None:
-            if llm is self.llm and audio and completion is None:
-                if held.matches(messages, self.context.tools):
-                    self._turn = held.task
-                    held.release()
-                    self.events.emit(PreemptiveReplyEnded(used=True))
-                    return
-            held.drop()
-            self.events.emit(PreemptiveReplyEnded(used=False, reason="the context changed"))
+        if self.replies is not None:
+            plain = llm is self.llm and audio and completion is None
+            held = self.replies.take(messages if plain else [], self.context.tools)
+            if held is not None:
+                self._turn = held
+                return
         self._turn = self._launch(llm, completion, audio, messages, self.feed)
 
     def _launch(
@@ -313,19 +294,20 @@ class Conversation:
         self._drop_held("a new user turn")
         if event.interrupt and self.bot_active:
             last, self._last_stop = self._last_stop, None
-            self.interrupt(event.t)
             if last is not None and event.t - last[0] <= self.merge_window:
-                self._merge(last[1])
+                self._merging = last[1]
+            self.interrupt(event.t)
 
     def _on_user_turn_stopped(self, event: UserTurnStopped) -> None:
         # The user aggregator (subscribed earlier) has just added the turn's message.
         message = self.user.last_message
         self._last_stop = (event.t, message) if message is not None else None
 
-    def _merge(self, message: Any) -> None:
+    def _after_interruption(self, event: Interruption) -> None:
         """The user went on: take back their last turn and the start of its answer."""
-        if message is not self.user.last_message:
-            return  # typed text came in between
+        message, self._merging = self._merging, None
+        if message is None or message is not self.user.last_message:
+            return  # no merge, or typed text came in between
         taken = take_back_turn(self.context, message)
         if taken is None:
             return
@@ -342,10 +324,10 @@ class Conversation:
 
     def _preempt(self, event: UserTurnEndPredicted) -> None:
         message = self.user.pending_message()
-        if not self.preemptive or message is None or self._held is not None or self.bot_active:
+        if self.replies is None or message is None or self.bot_active:
             return
-        if self.filter_incomplete_user_turns or self.tts is None or self.output is None:
-            return  # replies that may stay silent or speak no audio are not worth holding
+        if self.filter_incomplete_user_turns:
+            return  # a reply that may stay silent is not worth holding
         # The context as it will be once the turn ends: the user's words, then whatever
         # is refreshed before each run (the <ui_state>); the context itself is restored.
         added = self.context.add_message(message)
@@ -353,15 +335,16 @@ class Conversation:
             prepare()
         messages = self.context.to_openai()
         self.context.set_messages([m for m in self.context.messages if m is not added])
-        held = HeldReply(messages, self.context.tools, self.feed, self.output)
-        held.task = self._launch(self.llm, None, True, messages, held.emit, held.output)
-        self._held = held
+        self.replies.start(messages, self.context.tools)
+
+    def _launch_held(
+        self, messages: list[dict[str, Any]], emit: Callable[[Event], None], output: AudioOutput
+    ) -> asyncio.Task[None]:
+        return self._launch(self.llm, None, True, messages, emit, output)
 
     def _drop_held(self, reason: str) -> None:
-        held, self._held = self._held, None
-        if held is not None:
-            held.drop()
-            self.events.emit(PreemptiveReplyEnded(used=False, reason=reason))
+        if self.replies is not None:
+            self.replies.drop(reason)
 
     def interrupt(self, t: float | None = None) -> None:
         """Barge-in: cancel the bot turn, silence the output, close the assistant message.
@@ -382,25 +365,8 @@ class Conversation:
     def _on_summary_requested(self, event: SummaryRequested) -> None:
         if self._summary is None or self._summary.done():
             self._summary = asyncio.get_running_loop().create_task(
-                self._summarize(event.request), name="summary"
+                self.assistant.summarize(self.llm, event.request), name="summary"
             )
-
-    async def _summarize(self, request: SummaryRequest) -> None:
-        """Ask the configured LLM for the summary (any LLM service can: it is a plain
-        streamed completion) and apply it, unless the context moved on meanwhile."""
-        parts: list[str] = []
-        try:
-            async with aclosing(self.llm.stream(request.llm_messages)) as chunks:
-                async for chunk in chunks:
-                    if isinstance(chunk, TextDelta):
-                        parts.append(chunk.text)
-        except Exception as exc:
-            self.assistant.summarizer.abandon()
-            self.events.emit(ServiceError("llm", f"summarization failed: {exc}"))
-            return
-        summary = "".join(parts).strip()
-        if not summary or not self.assistant.apply_summary(request, summary):
-            self.assistant.summarizer.abandon()
 
     # -- lifecycle -------------------------------------------------------------------------------
 

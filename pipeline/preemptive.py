@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.bot_turn import AudioOutput
-from pipeline.frames import Event
+from pipeline.frames import Event, PreemptiveReplyEnded
 
 
 class HeldOutput:
@@ -123,3 +123,60 @@ class HeldReply:
             self.output.drop()
         if self.task is not None and not self.task.done():
             self.task.cancel()
+
+
+Launch = Callable[[list[dict[str, Any]], Callable[[Event], None], AudioOutput], asyncio.Task[None]]
+
+
+class PreemptiveReplies:
+    """A conversation's preemptive reply: at most one, held until the turn ends.
+
+    ``launch(messages, emit, output)`` starts a bot turn on ``messages`` that reports
+    through ``emit`` and plays on ``output``; ``emit`` is where released events and the
+    :class:`~pipeline.frames.PreemptiveReplyEnded` reports go.
+    """
+
+    def __init__(self, launch: Launch, emit: Callable[[Event], None], output: AudioOutput) -> None:
+        self._launch = launch
+        self._emit = emit
+        self._output = output
+        self._held: HeldReply | None = None
+
+    @property
+    def holding(self) -> bool:
+        return self._held is not None
+
+    def start(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        """Start a held reply on ``messages`` (unless one is held already)."""
+        if self._held is not None:
+            return
+        held = HeldReply(messages, tools, self._emit, self._output)
+        assert held.output is not None
+        held.task = self._launch(messages, held.emit, held.output)
+        self._held = held
+
+    def take(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> asyncio.Task[None] | None:
+        """The turn ended and its answer is to start on ``messages``: the held reply's
+        task, released, if it was computed from exactly these; else None (and it is
+        dropped)."""
+        held, self._held = self._held, None
+        if held is None:
+            return None
+        if held.matches(messages, tools):
+            held.release()
+            self._emit(PreemptiveReplyEnded(used=True))
+            return held.task
+        self._forget(held, "the context changed")
+        return None
+
+    def drop(self, reason: str) -> None:
+        """The user went on (or anything else made the held reply useless)."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._forget(held, reason)
+
+    def _forget(self, held: HeldReply, reason: str) -> None:
+        held.drop()
+        self._emit(PreemptiveReplyEnded(used=False, reason=reason))

@@ -65,6 +65,7 @@ class ServerProcess:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self._log.close()
                 raise RuntimeError(f"server exited at start:\n{self.log()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:

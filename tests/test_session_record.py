@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.context import LLMContext
-from pipeline.conversation import Conversation, FixedText
+from pipeline.conversation import Conversation
 from pipeline.frames import (
     AssistantTranscript,
     FunctionCall,
@@ -22,6 +22,7 @@ from pipeline.frames import (
 )
 from pipeline.messages import Usage
 from pipeline.metrics import Prices
+from pipeline.services.llm import FixedText
 from server.session_record import SessionRecorder
 from server.sessions import ClientInfo
 from server.sqlite_store import SQLiteTranscriptStore

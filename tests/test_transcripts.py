@@ -16,7 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from server.memory_store import MemoryTranscriptStore
 from server.sqlite_store import CRASHED, SQLiteTranscriptStore
+from server.transcripts import TranscriptStore
 from tests.conftest import ROOT, ServerProcess, make_speech
 from tests.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
 from tests.rtc_client import RTCTestClient
@@ -332,3 +334,39 @@ async def test_a_data_dir_in_use_by_another_server_is_refused(stubbed: ServerPro
     done = await asyncio.to_thread(run_server, data_dir=str(Path(in_use).parent))
     assert done.returncode != 0
     assert "another Parley server uses" in done.stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "memory"])
+async def test_a_merged_turn_is_folded_into_events_and_nothing_is_lost(
+    backend: str, tmp_path: Path
+) -> None:
+    store: TranscriptStore = (
+        SQLiteTranscriptStore(tmp_path) if backend == "sqlite" else MemoryTranscriptStore()
+    )
+    await store.start()
+    t0 = 1_700_000_000.0
+    store.open_session("pc1", None, {}, t0)
+    store.append_turn("pc1", "user", "Hi.", t0 + 1)
+    store.append_turn("pc1", "assistant", "Hello!", t0 + 2)
+    store.append_turn("pc1", "user", "I was wondering about the museum.", t0 + 3)
+    store.append_event("pc1", "interruption", {}, t0 + 4)
+    store.append_turn("pc1", "assistant", "Sure", t0 + 4, interrupted=True)
+    store.fold_last_turn("pc1")
+    store.append_turn("pc1", "user", "I was wondering about the museum. When does it open?", t0 + 6)
+    record = await store.get("pc1")
+    await store.close()
+    assert record is not None
+    assert [(t.role, t.text) for t in record.turns] == [
+        ("user", "Hi."),
+        ("assistant", "Hello!"),
+        ("user", "I was wondering about the museum. When does it open?"),
+    ]
+    assert record.turn_count == 3
+    merged = [e for e in record.events if e.type == "turn-merged"]
+    assert [(e.data["role"], e.data["text"]) for e in merged] == [
+        ("user", "I was wondering about the museum."),
+        ("assistant", "Sure"),
+    ]
+    assert merged[1].data["interrupted"] is True
+    seqs = [e.seq for e in record.events]
+    assert seqs == sorted(seqs)

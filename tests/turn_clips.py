@@ -2,7 +2,8 @@
 with a pause inside.
 
 A paused turn is cut from ONE fluent rendering of the whole sentence, with silence
-inserted at a word boundary: two pieces spoken separately would each end with a final
+inserted at a word boundary (topping up any gap the voice left there, so the pause is
+exactly as long as asked): two pieces spoken separately would each end with a final
 fall and sound finished, which is not what a person pausing mid-sentence sounds like.
 The boundary is found by aligning a rendering of the words before it (the prefix) to
 the full sentence (dynamic time warping on log-mel frames), then moved to the quietest
@@ -23,6 +24,7 @@ import threading
 import wave
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
 import av
 import numpy as np
@@ -229,6 +231,27 @@ def quietest_near(audio: np.ndarray, at: int, reach: float = 0.04) -> int:
     return starts[int(np.argmin(energy))] + block // 2
 
 
+def silence_around(audio: np.ndarray, at: int) -> tuple[int, int]:
+    """The run of silent 10 ms blocks (35 dB or more below the loudest) around sample
+    ``at``: ``(first, end)`` samples; empty when ``at`` is in sound."""
+    block = RATE // 100
+    x = audio.astype(np.float32)
+    level = [
+        10 * np.log10(np.mean(x[i : i + block] ** 2) + 1e-9)
+        for i in range(0, audio.size - block + 1, block)
+    ]
+    quiet = np.array(level) < max(level) - 35
+    i = min(at // block, quiet.size - 1)
+    if not quiet[i]:
+        return at, at
+    lo, hi = i, i
+    while lo > 0 and quiet[lo - 1]:
+        lo -= 1
+    while hi + 1 < quiet.size and quiet[hi + 1]:
+        hi += 1
+    return lo * block, (hi + 1) * block
+
+
 def with_pause(audio: np.ndarray, at: int, seconds: float) -> np.ndarray:
     """``seconds`` of silence inserted at sample ``at``, with 5 ms fades either side."""
     fade = RATE // 200
@@ -320,10 +343,13 @@ def paused_clip(kind: str, text: str, after: str, pause: float, voice: str) -> T
     head = _words_through(text, after)
     index = len(head.split()) - 1
     cut = round(timed[index].end * RATE)
-    audio = with_pause(full, cut, pause)
+    # The voice may pause there already (at a comma): top its silence up to ``pause``.
+    first, end = silence_around(full, cut)
+    added = max(0.0, pause - (end - first) / RATE)
+    audio = with_pause(full, cut, added)
     at = cut / RATE
     words = [
-        Word(w.text, w.start, w.end) if i <= index else Word(w.text, w.start + pause, w.end + pause)
+        Word(w.text, w.start, w.end) if i <= index else Word(w.text, w.start + added, w.end + added)
         for i, w in enumerate(timed)
     ]
     name = f"{voice}:{kind}:{_slug(head)}|{pause:.1f}"
@@ -349,6 +375,22 @@ def eval_set(
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40]
+
+
+def write_wav(clip: TurnClip, path: Path, lead: float) -> Path:
+    """The clip after ``lead`` s of silence, as the 48 kHz mono WAV the test microphone
+    (:class:`tests.rtc_client.TestMicrophone`) plays."""
+    samples = np.concatenate([np.zeros(round(lead * RATE), np.int16), clip.audio])
+    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+    frame.sample_rate = RATE
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=48000)
+    out = [*resampler.resample(frame), *resampler.resample(None)]
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(48000)
+        wav.writeframes(np.concatenate([f.to_ndarray().reshape(-1) for f in out]).tobytes())
+    return path
 
 
 # -- hearing a clip as an STT service would ----------------------------------------------------

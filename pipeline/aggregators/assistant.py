@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Any
 
 from pipeline import async_tools
@@ -43,12 +44,14 @@ from pipeline.frames import (
     LLMThoughtEnded,
     LLMThoughtStarted,
     LLMThoughtText,
+    ServiceError,
     SummaryAppliedEvent,
     SummaryRequested,
     UserTurnStarted,
     UserTurnStopped,
 )
 from pipeline.messages import AssistantMessage, TextContent, ThinkingContent
+from pipeline.services.llm import LLMService, TextDelta
 from pipeline.summarizer import ContextSummarizer, StaleSummaryError, SummaryRequest
 from pipeline.turn_completion import strip_markers
 
@@ -167,6 +170,23 @@ class AssistantAggregator:
             return False
         self._emit(SummaryAppliedEvent(applied))
         return True
+
+    async def summarize(self, llm: LLMService, request: SummaryRequest) -> None:
+        """Ask ``llm`` for the summary (any LLM service can: it is a plain streamed
+        completion) and apply it, unless the context moved on meanwhile."""
+        parts: list[str] = []
+        try:
+            async with aclosing(llm.stream(request.llm_messages)) as chunks:
+                async for chunk in chunks:
+                    if isinstance(chunk, TextDelta):
+                        parts.append(chunk.text)
+        except Exception as exc:
+            self.summarizer.abandon()
+            self._emit(ServiceError("llm", f"summarization failed: {exc}"))
+            return
+        summary = "".join(parts).strip()
+        if not summary or not self.apply_summary(request, summary):
+            self.summarizer.abandon()
 
     def _interrupted(self) -> None:
         self._turn_stopped(interrupted=True)

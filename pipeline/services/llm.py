@@ -42,3 +42,18 @@ class LLMService(Protocol):
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = None,
     ) -> AsyncIterator[LLMChunk]: ...
+
+
+class FixedText:
+    """An LLM stand-in that "answers" a given text: how the bot speaks a greeting."""
+
+    supports_tools = False
+    model = "fixed-text"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def stream(
+        self, messages: list[dict[str, Any]], tools: Any = None, tool_choice: Any = None
+    ) -> AsyncIterator[LLMChunk]:
+        yield TextDelta(self.text)

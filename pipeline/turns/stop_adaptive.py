@@ -148,6 +148,11 @@ class AdaptiveTurnStop(UserTurnStopStrategy):
             self._awaiting = max(0, self._awaiting - 1)
             if event.text.strip():
                 self._text = event.text.strip()
+            if self._pause is None and not ctx.user_speaking:
+                # Words with no pause seen: the turn began at them (a min-words start)
+                # or the STT has no VAD. Count the silence from them.
+                self._pause = self._quiet = event.t
+                self._score_due = ctx.now + self.params.score_timeout
         elif isinstance(event, TurnEndScore):
             if event.speech_end != self._pause:
                 return False  # a score of an earlier pause: the user spoke since
