@@ -41,7 +41,7 @@ def test_unfinished(text: str) -> None:
         "Can you remind me to call my sister at 6?",  # digits are words
         "Do you think so?",
         "Can you help me?",  # help takes one object: nothing missing
-        "Is it’s open today?",  # a curly apostrophe
+        "Is it\u2019s open today?",  # a curly apostrophe
     ],
 )
 def test_questions(text: str) -> None:
