@@ -26,6 +26,7 @@ from typing import Any
 from loguru import logger
 
 from pipeline.aggregators import AssistantAggregator, UserAggregator
+from pipeline.barge_in import BargeIn
 from pipeline.bot_turn import AudioOutput, BotTurn, turn_error
 from pipeline.context import LLMContext
 from pipeline.frames import (
@@ -49,13 +50,16 @@ from pipeline.frames import (
     Metric,
     ServiceError,
     SpeechStarted,
+    SpeechStopped,
     SummaryRequested,
     Transcription,
+    UserTurnDiscarded,
     UserTurnEndPredicted,
     UserTurnMerged,
     UserTurnStarted,
     UserTurnStopped,
 )
+from pipeline.interruptions import InterruptionParams, Verdict
 from pipeline.metrics import Prices, SessionMetrics
 from pipeline.preemptive import PreemptiveReplies
 from pipeline.services.llm import FixedText, LLMService
@@ -83,6 +87,7 @@ _ASSISTANT_EVENTS: tuple[type[Event], ...] = (
     FunctionCallCancelled,
     UserTurnStarted,
     UserTurnStopped,
+    UserTurnDiscarded,
     BotStartedSpeaking,
     BotStoppedSpeaking,
 )
@@ -109,6 +114,8 @@ class Conversation:
         clock: Callable[[], float] = time.monotonic,
         preemptive: bool = True,
         merge_window: float = 0.0,
+        interruptions: InterruptionParams | None = None,
+        pause_on_interruption: bool = True,
     ) -> None:
         self.context = context
         self.merge_window = merge_window
@@ -137,12 +144,13 @@ class Conversation:
             self.events.on(event_type, self.assistant.handle)
         self.events.on(UserTurnStarted, self.user.handle)
         self.events.on(UserTurnStopped, self.user.handle)
+        self.events.on(UserTurnDiscarded, self.user.handle)
         self.events.on(UserTurnStopped, self._on_user_turn_stopped)
         # After the assistant aggregator has closed the interrupted answer.
         self.events.on(Interruption, self._after_interruption)
         self.events.on(UserTurnStarted, self._on_user_turn_started)
         self.events.on(UserTurnEndPredicted, self._preempt)
-        self.events.on(SpeechStarted, lambda _: self._drop_held("the user went on"))
+        self.events.on(SpeechStarted, self._on_speech_started)
         self.events.on(LLMRunRequested, self._on_run_requested)
         self.events.on(SummaryRequested, self._on_summary_requested)
         self._summary: asyncio.Task[None] | None = None
@@ -152,6 +160,15 @@ class Conversation:
             self.replies = PreemptiveReplies(self._launch_held, self.feed, output)
         self._last_stop: tuple[float, Any] | None = None  # (time, message) of the last turn
         self._merging: Any = None  # the user message to take back after this interruption
+        self._onset = 0.0  # of the user's latest speech
+        self.barge_in = BargeIn(
+            output,  # type: ignore[arg-type]  # the paced track (or a tap over it)
+            self._barge_in_confirmed,
+            self._dismiss_turn,
+            self.feed,
+            interruptions,
+            enabled=pause_on_interruption,
+        )
         self._run_pending = False
         self._audio_next = True
         self._ticker: asyncio.Task[None] | None = None
@@ -165,6 +182,14 @@ class Conversation:
         t = event_time(event)
         if t is not None:
             self.turns.advance(t)
+        if isinstance(event, SpeechStarted):
+            self._onset = event.t  # before the turn it starts reaches anyone
+        if self.barge_in.pending and isinstance(
+            event, Transcription | SpeechStarted | SpeechStopped
+        ):
+            if self.barge_in.handle(event) is Verdict.RESUME and isinstance(event, Transcription):
+                self.events.emit(event)  # the client still sees what was heard
+                return  # but no turn is made of it
         if isinstance(event, Transcription):
             # The transcript must be in the aggregation before the turn it may end stops.
             if self.turns.muted:
@@ -175,7 +200,10 @@ class Conversation:
 
     def tick(self) -> None:
         """Fire turn-taking timers that are due (the session calls this per audio frame)."""
-        self.turns.advance(self.clock())
+        now = self.clock()
+        if self.barge_in.pending:
+            self.barge_in.advance(now)
+        self.turns.advance(now)
 
     # -- playout (the output's listener) -----------------------------------------------------
 
@@ -186,6 +214,7 @@ class Conversation:
         self.feed(BotStoppedSpeaking(self.clock()))
 
     def segment_started(self, text: str) -> None:
+        self.barge_in.played(text)
         self.feed(BotTextStarted(text))
 
     def segment_played(self, text: str) -> None:
@@ -296,7 +325,21 @@ class Conversation:
             last, self._last_stop = self._last_stop, None
             if last is not None and event.t - last[0] <= self.merge_window:
                 self._merging = last[1]
-            self.interrupt(event.t)
+            # Pause and judge speech the VAD heard; words (a min-words start) interrupt.
+            heard = event.strategy == "vad"
+            if not (heard and self.barge_in.pause(self._onset, event.t)):
+                self.interrupt(event.t)  # nothing playing to pause: cancel at once
+
+    def _on_speech_started(self, event: SpeechStarted) -> None:
+        self._drop_held("the user went on")
+
+    def _barge_in_confirmed(self, t: float) -> None:
+        self.interrupt(t)
+
+    def _dismiss_turn(self, t: float, text: str) -> None:
+        """The speech over the bot was no turn: the bot goes on, nothing is answered."""
+        self._merging = None
+        self.turns.discard(t, text)
 
     def _on_user_turn_stopped(self, event: UserTurnStopped) -> None:
         # The user aggregator (subscribed earlier) has just added the turn's message.
@@ -354,6 +397,7 @@ class Conversation:
         """
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
+        self.barge_in.cancel()
         self._drop_held("interrupted")
         self._run_pending = False
         if self.output is not None:

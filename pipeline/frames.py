@@ -114,6 +114,15 @@ class UserTurnEndPredicted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class UserTurnDiscarded(Event):
+    """The user's turn is over and was no turn at all (a backchannel, a cough, the bot's
+    own echo): nothing of it goes into the context and nothing answers it."""
+
+    t: float
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class UserTurnStopTimeout(Event):
     """No stop strategy fired within ``user_turn_stop_timeout``; the turn was ended."""
 
@@ -168,6 +177,22 @@ class UserTurnMerged(Event):
 
     user_text: str
     assistant_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class BotPaused(Event):
+    """The bot's audio went silent at the user's voice, the rest of the reply kept."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class BotResumed(Event):
+    """The paused reply goes on from where it stopped (``interrupted`` False), or was
+    cancelled (``interrupted`` True: an :class:`Interruption` follows)."""
+
+    t: float
+    interrupted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from pipeline.frames import (
     SpeechStarted,
     SpeechStopped,
     TurnEndScore,
+    UserTurnDiscarded,
     UserTurnStarted,
     UserTurnStopped,
 )
@@ -121,7 +122,7 @@ class TurnScoring:
                 self._onset = event.t
         elif isinstance(event, UserTurnStarted):
             self._in_turn = True
-        elif isinstance(event, UserTurnStopped):
+        elif isinstance(event, UserTurnStopped | UserTurnDiscarded):
             self._in_turn = False
             self._onset = None
         elif isinstance(event, SpeechStopped) and self._in_turn and self._onset is not None:

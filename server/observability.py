@@ -22,6 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline.frames import (
     AssistantTranscript,
+    BotPaused,
+    BotResumed,
     BotStartedSpeaking,
     Interruption,
     Metric,
@@ -118,6 +120,18 @@ class ServerMetrics:
             "wasted (dropped unseen).",
             ["outcome"],
         )
+        self.pauses = r.counter(
+            "parley_bot_pauses_total",
+            "The bot paused at the user's voice: resumed (a backchannel, a cough, its own "
+            "echo) or interrupted.",
+            ["outcome"],
+        )
+        self.pause_seconds = r.histogram(
+            "parley_bot_pause_seconds",
+            "How long the bot stayed silent before it resumed.",
+            (),
+            LATENCY_BUCKETS,
+        )
         self.merged_turns = r.counter(
             "parley_user_turns_merged_total",
             "User turns taken back because the user went on right after them.",
@@ -209,6 +223,7 @@ class SessionObserver:
         self.metrics = metrics
         self._speech_end: float | None = None
         self._awaiting_answer_since: float | None = None
+        self._paused_at: float | None = None
         events = session.voice.conversation.events
         events.on(SpeechStopped, self._speech_stopped)
         events.on(UserTurnStarted, self._user_turn_started)
@@ -220,6 +235,8 @@ class SessionObserver:
         events.on(ServiceError, lambda e: metrics.errors.labels(e.service).inc())
         events.on(Metric, self._metric)
         events.on(PreemptiveReplyEnded, self._preemptive)
+        events.on(BotPaused, self._paused)
+        events.on(BotResumed, self._resumed)
         events.on(UserTurnMerged, lambda _: metrics.merged_turns.inc())
         session.rtvi.error_listeners.append(self._rtvi_error)
 
@@ -235,6 +252,15 @@ class SessionObserver:
         self._awaiting_answer_since = self._speech_end if self._speech_end is not None else event.t
         if self._speech_end is not None:
             self.metrics.turn_end_wait.observe(max(0.0, event.t - self._speech_end))
+
+    def _paused(self, event: BotPaused) -> None:
+        self._paused_at = event.t
+
+    def _resumed(self, event: BotResumed) -> None:
+        self.metrics.pauses.labels("interrupted" if event.interrupted else "resumed").inc()
+        if not event.interrupted and self._paused_at is not None:
+            self.metrics.pause_seconds.observe(max(0.0, event.t - self._paused_at))
+        self._paused_at = None
 
     def _preemptive(self, event: PreemptiveReplyEnded) -> None:
         self.metrics.preemptive.labels("used" if event.used else "wasted").inc()

@@ -87,6 +87,16 @@ class TTSAudioTap:
     def playing(self) -> bool:
         return self._output.playing
 
+    @property
+    def paused(self) -> bool:
+        return bool(getattr(self._output, "paused", False))
+
+    def pause(self) -> None:
+        self._output.pause()  # type: ignore[attr-defined]
+
+    def resume(self) -> None:
+        self._output.resume()  # type: ignore[attr-defined]
+
     def write(self, pcm: bytes | np.ndarray, sample_rate: int, text: str | None = None) -> None:
         self._output.write(pcm, sample_rate, text)
         data = pcm.tobytes() if isinstance(pcm, np.ndarray) else bytes(pcm)

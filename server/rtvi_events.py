@@ -38,6 +38,7 @@ from pipeline.frames import (
     UserMuteStarted,
     UserMuteStopped,
     UserTranscript,
+    UserTurnDiscarded,
     UserTurnStarted,
     UserTurnStopped,
 )
@@ -112,6 +113,7 @@ class RTVIEvents:
         simple: dict[type, str] = {
             UserTurnStarted: "user-started-speaking",
             UserTurnStopped: "user-stopped-speaking",
+            UserTurnDiscarded: "user-stopped-speaking",  # a backchannel: the bot goes on
             BotStartedSpeaking: "bot-started-speaking",
             BotStoppedSpeaking: "bot-stopped-speaking",
             LLMResponseStarted: "bot-llm-started",

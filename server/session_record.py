@@ -21,6 +21,7 @@ from pipeline.frames import (
     Metric,
     ServiceError,
     UserTranscript,
+    UserTurnDiscarded,
     UserTurnMerged,
 )
 from pipeline.metrics import SessionMetrics
@@ -63,6 +64,7 @@ class SessionRecorder:
         events.on(FunctionCallCancelled, self._tool_cancelled)
         events.on(ServiceError, self._service_error)
         events.on(UserTurnMerged, lambda _event: self.store.fold_last_turn(self.session_id))
+        events.on(UserTurnDiscarded, self._backchannel)
 
     # -- what the session reports -----------------------------------------------------------
 
@@ -125,6 +127,10 @@ class SessionRecorder:
     def _tool_cancelled(self, event: FunctionCallCancelled) -> None:
         data = {"tool_call_id": event.tool_call_id, "function_name": event.function_name}
         self._event("tool-cancelled", data)
+
+    def _backchannel(self, event: UserTurnDiscarded) -> None:
+        # Speech over the bot that made no turn: kept as an event, not a turn.
+        self._event("backchannel", {"text": event.text})
 
     def _service_error(self, event: ServiceError) -> None:
         data = {"service": event.service, "error": event.error, "fatal": event.fatal}

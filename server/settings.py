@@ -17,6 +17,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from pipeline.interruptions import DEFAULT_BACKCHANNELS
+
 
 class IceServer(BaseModel):
     """One STUN or TURN server, in the browser's ``RTCIceServer`` shape."""
@@ -289,7 +291,34 @@ class Settings(BaseSettings):
     user_turn_stop_timeout: float = Field(5.0, gt=0)
     user_idle_timeout: float = Field(0.0, ge=0, description="0 = off.")
     min_words_to_interrupt: int = Field(
-        0, ge=0, description="Words needed to barge in while the bot speaks (0 = any speech)."
+        0,
+        ge=0,
+        description="Words needed to barge in while the bot speaks (0 = any speech; with "
+        "pause_on_interruption a backchannel does not interrupt anyway).",
+    )
+    pause_on_interruption: bool = Field(
+        True,
+        description="At the user's voice over the bot, pause the bot (silent within a frame) "
+        "and decide: a real interruption cancels the reply, a backchannel, a cough or the "
+        "bot's own echo lets it go on from where it paused. False: cancel at once.",
+    )
+    backchannels: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_BACKCHANNELS),
+        description="Utterances that only show the user is listening (JSON list); made of "
+        "these phrases alone, speech over the bot does not interrupt it.",
+    )
+    max_backchannel_seconds: float = Field(
+        1.0, gt=0, description="Speech over the bot longer than this is an interruption."
+    )
+    false_interruption_timeout: float = Field(
+        1.0,
+        gt=0,
+        description="No words within this long after speech over the bot ended: the bot goes on.",
+    )
+    echo_cancellation: bool = Field(
+        True,
+        description="Cancel the bot's own voice in the user's audio (a speakerphone, a "
+        "client without echo cancellation) with WebRTC's AEC3, what was played as reference.",
     )
     llm_price_input: float = Field(0.0, ge=0, description="USD per million input tokens.")
     llm_price_output: float = Field(0.0, ge=0, description="USD per million output tokens.")

@@ -47,7 +47,7 @@ class RecordedEvent(BaseModel):
     seq: int
     type: str = Field(
         description="interruption, tool-call, tool-result, tool-cancelled, error, "
-        "rtvi-error, turn-merged"
+        "rtvi-error, turn-merged, backchannel"
     )
     at: datetime
     data: dict[str, Any] = {}

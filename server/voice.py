@@ -16,7 +16,9 @@ from loguru import logger
 from pipeline.client_tools import ClientToolCalls, ClientToolError
 from pipeline.context import LLMContext
 from pipeline.conversation import Conversation
+from pipeline.echo import EchoCanceller
 from pipeline.frames import (
+    BotPaused,
     BotStoppedSpeaking,
     Event,
     Metric,
@@ -25,6 +27,7 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
+from pipeline.interruptions import InterruptionParams
 from pipeline.messages import AssistantMessage, UserMessage
 from pipeline.metrics import Prices
 from pipeline.tool_runner import ToolRunner
@@ -38,10 +41,15 @@ from server.rtvi_events import FunctionCallReporting, RTVIEvents
 from server.services import Services
 from server.settings import Settings
 from server.ui_worker import UIWorker
-from server.webrtc import PacedAudioTrack
+from server.webrtc import OUT_RATE, PacedAudioTrack
 
 # How often a session checks for audio that stopped arriving mid-speech.
 IDLE_CHECK_SECONDS = 0.25
+
+
+def _tell_all(listeners: list[Callable[[bytes], None]], frame: bytes) -> None:
+    for tell in listeners:
+        tell(frame)
 
 
 def turn_params(settings: Settings) -> UserTurnParams:
@@ -97,6 +105,12 @@ class VoiceSession:
             prices=prices,
             preemptive=adaptive and settings.preemptive_replies,
             merge_window=settings.turn_merge_window,
+            interruptions=InterruptionParams(
+                backchannels=tuple(settings.backchannels),
+                max_backchannel_seconds=settings.max_backchannel_seconds,
+                false_interruption_timeout=settings.false_interruption_timeout,
+            ),
+            pause_on_interruption=settings.pause_on_interruption,
         )
         output.listener = self.conversation
         # The end-of-turn model hears the turn at every pause (shared scorer, off the loop).
@@ -105,13 +119,22 @@ class VoiceSession:
             self.turn_scoring = TurnScoring(services.turn_scorer, self.conversation.feed)
             for kind in (UserTurnStarted, UserTurnStopped):
                 self.conversation.events.on(kind, self.turn_scoring.handle)
+        # The bot's own voice, cancelled in the user's audio with what was played.
+        self.echo = EchoCanceller() if settings.echo_cancellation else None
+        sent: list[Callable[[bytes], None]] = []
+        if self.echo is not None:
+            echo = self.echo
+            sent.append(lambda frame: echo.played(frame, OUT_RATE, time.monotonic()))
         self.user_level: AudioLevelMeter | None = None
         if settings.rtvi_audio_levels:
             self.user_level = AudioLevelMeter("user-audio-level", send)
             bot_level = AudioLevelMeter("bot-audio-level", send)
-            output.on_frame_sent = lambda frame: bot_level.push(frame, active=True)
-            # Playout ended (or was flushed by a barge-in): level 0, once.
-            self.conversation.events.on(BotStoppedSpeaking, lambda _: bot_level.silence())
+            sent.append(lambda frame: bot_level.push(frame, active=True))
+            # Playout ended, was flushed by a barge-in or paused: level 0, once.
+            for kind in (BotStoppedSpeaking, BotPaused):
+                self.conversation.events.on(kind, lambda _: bot_level.silence())
+        if sent:
+            output.on_frame_sent = lambda frame: _tell_all(sent, frame)
         self.vad = VADAnalyzer(
             VADParams(
                 confidence=settings.vad_confidence,
@@ -154,6 +177,8 @@ class VoiceSession:
     def push_audio(self, frame: bytes) -> None:
         """16 kHz mono s16 from the transport, about 20 ms a call (every packet: keep cheap)."""
         t = time.monotonic()
+        if self.echo is not None:
+            frame = self.echo.process(frame, t)
         events = self.vad.push(frame, t)
         self.transcriber.push_audio(frame, t)
         if self.turn_scoring is not None:

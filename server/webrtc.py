@@ -95,7 +95,10 @@ class PacedAudioTrack(MediaStreamTrack):
 
     ``write`` queues PCM at any sample rate (resampled once to 48 kHz), optionally tagged
     with the text it speaks; ``recv`` sends silence whenever nothing is queued; ``flush``
-    drops everything queued at once, which is how barge-in silences the bot. A
+    drops everything queued at once, which is how barge-in silences the bot; ``pause``
+    sends silence from the next frame on while keeping what is queued, and ``resume``
+    goes on from the very sample where it paused (the user only said "mhm"). A pause is
+    not a stop: the listener hears nothing of it, and ``playing`` stays true. A
     :class:`PlayoutListener` hears when audio starts and stops going out and when each
     tagged segment starts and finishes; on ``flush`` the segment cut short is reported
     with only the words that went out. ``mark`` runs a callback once everything queued
@@ -118,6 +121,7 @@ class PacedAudioTrack(MediaStreamTrack):
         self._marks: deque[tuple[int, Callable[[], None]]] = deque()
         self._encoder = OpusEncoder()
         self.playing = False
+        self.paused = False
         # Told each frame of queued audio as it is sent (e.g. to meter the bot's level).
         self.on_frame_sent: Callable[[bytes], None] | None = None
 
@@ -164,9 +168,18 @@ class PacedAudioTrack(MediaStreamTrack):
         else:
             self._marks.append((self._queued_total, callback))
 
+    def pause(self) -> None:
+        """Send silence from the next frame on; what is queued waits (and may grow)."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """Go on sending the queued audio from where it paused."""
+        self.paused = False
+
     def flush(self) -> None:
-        """Drop all queued audio; the next frame sent is silence. Pending marks are
-        dropped too: what they waited for will never play."""
+        """Drop all queued audio (and end a pause); the next frame sent is silence. Pending
+        marks are dropped too: what they waited for will never play."""
+        self.paused = False
         listener = self.listener
         if listener is not None and self._segments and self._segments[0].started:
             cut = self._segments[0]
@@ -241,6 +254,8 @@ class PacedAudioTrack(MediaStreamTrack):
                 await asyncio.sleep(wait)
             elif wait < -MAX_LATENESS:
                 self._start -= wait
+        if self.paused:
+            return self._silence
         had_audio = bool(self._queue)
         chunk = self._take_frame()
         if had_audio or self.playing:

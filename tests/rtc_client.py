@@ -58,6 +58,9 @@ class TestMicrophone(MediaStreamTrack):
         self._pts = 0
         self._pending = np.zeros(0, np.int16)
         self._encoder = OpusEncoder()
+        # What comes back from the loudspeaker, by the sample it is heard at.
+        self._echo = np.zeros(0, np.float32)
+        self._echo_at = 0  # the sample _echo[0] is heard at
 
     def play(self, wav: str) -> None:
         """Queue a mono 16-bit 48 kHz WAV (as tests.conftest.make_speech writes)."""
@@ -66,19 +69,45 @@ class TestMicrophone(MediaStreamTrack):
             samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
         self._pending = np.concatenate([self._pending, samples])
 
+    def hear(self, samples: np.ndarray, at: float) -> None:
+        """Sound from the room (the loudspeaker's echo): 48 kHz float samples heard from
+        time ``at`` on, mixed into what the microphone sends."""
+        if self._start is None:
+            return
+        position = max(self._pts + 960, round((at - self._start) * 48000))
+        end = position + samples.size
+        start = self._echo_at
+        if end - start > self._echo.size:
+            self._echo = np.concatenate(
+                [self._echo, np.zeros(end - start - self._echo.size, np.float32)]
+            )
+        self._echo[position - start : end - start] += samples
+
     async def recv(self) -> Packet:  # type: ignore[override]
         if self.readyState != "live":
             raise MediaStreamError
         if self._start is None:
             self._start = time.monotonic()
+            self._echo_at = 0
         else:
             self._pts += 960
             await asyncio.sleep(max(0.0, self._start + self._pts / 48000 - time.monotonic()))
-        chunk = np.zeros(960, np.int16)
+        chunk = np.zeros(960, np.float32)
         take = min(960, self._pending.size)
         chunk[:take] = self._pending[:take]
         self._pending = self._pending[take:]
-        return self._encoder.encode(chunk.tobytes(), self._pts, silent=take == 0)
+        echoed = self._mix_echo(chunk)
+        pcm = np.clip(chunk, -32768, 32767).astype(np.int16)
+        return self._encoder.encode(pcm.tobytes(), self._pts, silent=take == 0 and not echoed)
+
+    def _mix_echo(self, chunk: np.ndarray) -> bool:
+        skip = self._pts - self._echo_at  # echo samples already due before this frame
+        if skip > 0:
+            self._echo, self._echo_at = self._echo[skip:], self._pts
+        part = self._echo[:960]
+        chunk[: part.size] += part
+        self._echo, self._echo_at = self._echo[960:], self._pts + 960
+        return bool(part.size and np.any(part))
 
 
 @dataclass
@@ -101,7 +130,10 @@ class RTCTestClient:
         ping: bool = True,
         jitter_frames: int | None = None,
         configuration: RTCConfiguration | None = None,
+        echo: tuple[float, float] | None = None,
     ) -> None:
+        """``echo``: ``(gain dB, delay s)`` at which the bot's audio comes back into the
+        microphone, as from a loudspeaker with no echo cancellation."""
         self.base_url = base_url.rstrip("/")
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=20)
         # max-bundle always: the transceiver order below depends on it.
@@ -131,6 +163,7 @@ class RTCTestClient:
         self._arrived = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._ping = ping
+        self.echo = echo
         self.channel_open = asyncio.Event()
         self.channel.on("open", self.channel_open.set)
         self.channel.on("message", self._on_message)
@@ -242,7 +275,12 @@ class RTCTestClient:
     def _on_pcm(self, frame: bytes) -> None:
         samples = np.frombuffer(frame, dtype=np.int16).astype(np.float32)
         rms = float(np.sqrt(np.dot(samples, samples) / samples.size))
-        self.audio.frames.append((time.monotonic(), rms))
+        now = time.monotonic()
+        self.audio.frames.append((now, rms))
+        if self.echo is not None and rms > 0:
+            gain_db, delay = self.echo
+            # 16 kHz decoded → 48 kHz for the microphone (the codec filters the images).
+            self.mic.hear(np.repeat(samples, 3) * 10 ** (gain_db / 20), now + delay)
 
     def play(self, wav: str) -> float:
         """Start sending ``wav`` as the microphone, now; returns the time it started."""

@@ -89,7 +89,10 @@ class Harness:
         self.tts = ToneTTS()
         self.track = PacedAudioTrack()
         self.context = LLMContext([{"role": "system", "content": "Be brief."}])
-        self.conv = Conversation(self.context, llm, self.tts, self.track)
+        # Barge-in cancels at once here; pausing first is tested in test_barge_in.py.
+        self.conv = Conversation(
+            self.context, llm, self.tts, self.track, pause_on_interruption=False
+        )
         self.track.listener = self.conv
         self.seen: list[Event] = []
         for kind in (BotStartedSpeaking, BotStoppedSpeaking, Interruption, LLMResponseEnded,

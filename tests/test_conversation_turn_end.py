@@ -1,27 +1,18 @@
 """The end of the user's turn in a whole conversation: preemptive replies held, released
-or dropped, and a turn that ended too early merged with what the user said next.
-
-Real turn-taking (the adaptive rule), aggregators, bot turns and the paced outbound
-track; the LLM and TTS are the OpenAI-compatible services talking to the stub on
-127.0.0.1. VAD events, transcripts and end-of-turn scores are fed as the session feeds
-them, on the real clock.
-"""
+or dropped, and a turn that ended too early merged with what the user said next
+(``tests/conversation_call.py``: the real conversation, the stub behind its services)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
-from pipeline.context import LLMContext
-from pipeline.conversation import Conversation
 from pipeline.frames import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
-    Event,
     Interruption,
     LLMResponseStarted,
     PreemptiveReplyEnded,
@@ -36,83 +27,8 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.messages import AssistantMessage, UserMessage
-from pipeline.services.openai_llm import OpenAILLM
-from pipeline.services.openai_tts import OpenAITTS
-from pipeline.turns import UserTurnParams
-from pipeline.turns.stop_adaptive import AdaptiveStopParams
-from server.webrtc import PacedAudioTrack
+from tests.conversation_call import Call
 from tests.openai_stub import OpenAIStub
-
-CHAT = "/v1/chat/completions"
-# Short waits so the tests are quick: a statement the model calls done ends 0.5 s after
-# its speech; a reply starts (held) 0.3 s before that.
-PARAMS = UserTurnParams(
-    turn_end="adaptive", adaptive=AdaptiveStopParams(statement_wait=(0.5, 1.0), lead=0.3)
-)
-
-
-class Call:
-    """One conversation on the real track, with the stub behind its LLM and TTS."""
-
-    def __init__(self, stub: OpenAIStub, merge_window: float = 1.0) -> None:
-        self.stub = stub
-        self.llm = OpenAILLM("stub-llm", base_url=stub.base_url, api_key=stub.api_key)
-        self.tts = OpenAITTS("stub-tts", "alloy", base_url=stub.base_url, api_key=stub.api_key)
-        self.track = PacedAudioTrack()
-        self.context = LLMContext([{"role": "system", "content": "Be brief."}])
-        self.conv = Conversation(
-            self.context, self.llm, self.tts, self.track, PARAMS, merge_window=merge_window
-        )
-        # A reply takes 0.3 s to its first audio, measured or not.
-        fixed_lead = lambda default, recent=20: 0.3  # noqa: E731
-        self.conv.metrics.reply_latency = fixed_lead  # type: ignore[method-assign]
-        self.track.listener = self.conv
-        self.seen: list[Event] = []
-        for kind in (UserTurnEndPredicted, UserTurnStopped, LLMResponseStarted,
-                     BotStartedSpeaking, BotStoppedSpeaking, Interruption,
-                     PreemptiveReplyEnded, UserTurnMerged, UserTranscript):  # fmt: skip
-            self.conv.events.on(kind, self.seen.append)
-        self._sender: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Call:
-        self.conv.start()
-        self._sender = asyncio.create_task(self._send())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._sender is not None
-        self._sender.cancel()
-        await asyncio.gather(self._sender, return_exceptions=True)
-        await self.conv.close()
-        for service in (self.llm, self.tts):
-            await service.aclose()
-
-    async def _send(self) -> None:
-        while True:
-            await self.track.recv()
-
-    def say(self, text: str, seconds: float = 0.6, probability: float = 0.95) -> float:
-        """A stretch of speech that ended just now, as the session reports it: the VAD's
-        start and stop, the words, the model's score. Returns when the speech ended."""
-        now = time.monotonic()
-        start, end = now - seconds - 0.2, now - 0.2
-        for event in (SpeechOnset(start), SpeechStarted(start), SpeechStopped(end)):
-            self.conv.feed(event)
-        self.conv.feed(Transcription(text, now + 0.02))
-        self.conv.feed(TurnEndScore(now + 0.04, probability, end))
-        return end
-
-    def kinds(self) -> list[type[Event]]:
-        return [type(e) for e in self.seen]
-
-    def chats(self) -> list[Any]:
-        return self.stub.requests(CHAT)
-
-    async def until(self, kind: type[Event], count: int = 1, within: float = 5.0) -> None:
-        deadline = time.monotonic() + within
-        while self.kinds().count(kind) < count:
-            assert time.monotonic() < deadline, f"no {kind.__name__}; saw {self.kinds()}"
-            await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -182,15 +98,19 @@ async def test_the_user_going_on_after_the_answer_started_merges_the_turns(
         now = time.monotonic()
         call.conv.feed(SpeechOnset(now))
         call.conv.feed(SpeechStarted(now))
+        assert call.track.paused and Interruption not in call.kinds()  # paused, judging
+        await asyncio.sleep(0.7)
+        end = time.monotonic() - 0.2
+        call.conv.feed(SpeechStopped(end))
+        stub.config.default_text = "At nine."
+        call.conv.feed(Transcription("When does it open?", end + 0.22))  # no backchannel
         assert Interruption in call.kinds() and not call.track.playing
         merged = next(e for e in call.seen if isinstance(e, UserTurnMerged))
         assert merged.user_text == "I was wondering about the museum."
         assert merged.assistant_text.startswith("Sure")
         # Neither the half turn nor its premature answer is left in the context.
         assert [m.role.value for m in call.context.messages] == ["system"]
-        await asyncio.sleep(0.2)
-        stub.config.default_text = "At nine."
-        call.say("When does it open?")
+        call.conv.feed(TurnEndScore(end + 0.24, 0.97, end))
         await call.until(BotStoppedSpeaking, count=2)
         messages = call.chats()[-1].body["messages"]
         assert messages[1:] == [
@@ -212,6 +132,7 @@ async def test_speaking_again_after_the_merge_window_is_a_new_turn(stub: OpenAIS
         now = time.monotonic()
         call.conv.feed(SpeechOnset(now))
         call.conv.feed(SpeechStarted(now))  # a barge-in, too late to be the same turn
+        await asyncio.sleep(1.1)  # speech past a backchannel's length: an interruption
         assert Interruption in call.kinds() and UserTurnMerged not in call.kinds()
         users = [m for m in call.context.messages if isinstance(m, UserMessage)]
         assert [m.text_content() for m in users] == ["Tell me about the museum."]

@@ -47,6 +47,7 @@ from pipeline.frames import (
     ServiceError,
     SummaryAppliedEvent,
     SummaryRequested,
+    UserTurnDiscarded,
     UserTurnStarted,
     UserTurnStopped,
 )
@@ -126,7 +127,7 @@ class AssistantAggregator:
                 self._call_cancelled(tool_call_id)
             case UserTurnStarted():
                 self._user_speaking = True
-            case UserTurnStopped():
+            case UserTurnStopped() | UserTurnDiscarded():
                 self._user_speaking = False
             case BotStartedSpeaking():
                 self._bot_speaking = True

@@ -11,6 +11,7 @@ from pipeline.frames import (
     LLMRunRequested,
     Transcription,
     UserTranscript,
+    UserTurnDiscarded,
     UserTurnStarted,
     UserTurnStopped,
 )
@@ -66,6 +67,9 @@ class UserAggregator:
             self._started_at = self._clock()
         elif isinstance(event, UserTurnStopped):
             self._finish_turn()
+        elif isinstance(event, UserTurnDiscarded):
+            self._parts.clear()
+            self._started_at = ""
 
     def add_text(self, text: str, run_llm: bool = True) -> None:
         """Text typed by the user (RTVI ``send-text``): a whole user turn at once."""

@@ -9,6 +9,8 @@ Emits, through ``emit``:
 - ``UserTurnStopped(t, strategy)``: a stop strategy fired (``on_user_turn_stopped``).
 - ``UserTurnStopTimeout(t)`` then ``UserTurnStopped(t, "timeout")``: the watchdog ended a
   turn no stop strategy ended (``on_user_turn_stop_timeout``).
+- ``UserTurnDiscarded(t, text)``: the session judged the turn no turn at all
+  (:meth:`UserTurnController.discard`: a backchannel over the bot).
 - ``UserTurnEndPredicted(t, strategy)``: a stop strategy foresees the end of the turn
   (:meth:`UserTurnStopStrategy.pop_prediction`); the turn goes on until it stops.
 
@@ -40,6 +42,7 @@ from pipeline.frames import (
     SpeechStarted,
     SpeechStopped,
     Transcription,
+    UserTurnDiscarded,
     UserTurnEndPredicted,
     UserTurnStarted,
     UserTurnStopped,
@@ -188,6 +191,18 @@ class UserTurnController:
                 t=self._ctx.now, strategy=strategy.name, interrupt=strategy.enable_interruptions
             )
         )
+
+    def discard(self, t: float, text: str = "") -> None:
+        """End the turn in progress as no turn at all (a backchannel): the strategies
+        forget it and ``UserTurnDiscarded`` goes out instead of ``UserTurnStopped``."""
+        self.advance(t)
+        if not self._ctx.turn_active:
+            return
+        self._ctx.turn_active = False
+        for s in (*self.start_strategies, *self.stop_strategies):
+            s.reset()
+        self._watchdog = None
+        self._emit(UserTurnDiscarded(t=self._ctx.now, text=text))
 
     def _stop_turn(self, strategy_name: str) -> bool:
         # A late signal must not end the turn over the user's voice (Pipecat's rule too),

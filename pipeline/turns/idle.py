@@ -20,6 +20,7 @@ from pipeline.frames import (
     FunctionCallResult,
     FunctionCallsStarted,
     UserIdle,
+    UserTurnDiscarded,
     UserTurnStarted,
     UserTurnStopped,
 )
@@ -57,7 +58,7 @@ class UserIdleController:
         elif isinstance(event, UserTurnStarted):
             self._user_turn = True
             self._deadline = None
-        elif isinstance(event, UserTurnStopped):
+        elif isinstance(event, UserTurnStopped | UserTurnDiscarded):
             self._user_turn = False
         elif isinstance(event, FunctionCallsStarted):
             self._calls.update(call.tool_call_id for call in event.calls)

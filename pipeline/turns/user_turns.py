@@ -77,6 +77,11 @@ class UserTurns:
         self._deliver()
         return dropped
 
+    def discard(self, t: float, text: str = "") -> None:
+        """The turn in progress was no turn (see :meth:`UserTurnController.discard`)."""
+        self.controller.discard(t, text)
+        self._deliver()
+
     def advance(self, t: float) -> None:
         """Let time pass up to ``t``: call on every audio frame and from a periodic timer."""
         self._advance(t)
