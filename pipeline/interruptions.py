@@ -25,8 +25,10 @@ from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
 
 # Short answers that show the user is listening, not taking the floor. Matched as whole
 # utterances, each phrase possibly repeated ("yeah yeah", "okay okay okay").
+# Non-lexical ones come in the spellings STT services use ("Mm-hmm.", "Mhm.", "Hum.").
 DEFAULT_BACKCHANNELS = (
-    "mhm", "mm", "mmm", "mm hmm", "hmm", "uh huh", "uh hum", "yeah", "yes", "yep", "yup",
+    "mhm", "mhmm", "mm", "mmm", "mm hmm", "mm hm", "mmhmm", "hm", "hmm", "hum", "uh huh",
+    "uhuh", "uh hum", "ah ha", "yeah", "yes", "yep", "yup",
     "ok", "okay", "right", "alright", "all right", "sure", "i see", "got it", "gotcha",
     "cool", "nice", "great", "good", "fine", "oh", "ah", "aha", "oh okay", "oh i see",
     "true", "exactly", "indeed", "of course", "totally", "makes sense", "sounds good",

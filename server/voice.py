@@ -246,11 +246,20 @@ class VoiceSession:
             for m in self.context.messages
             if isinstance(m, UserMessage | AssistantMessage) and m.text_content()
         ]
-        return {
+        info: dict[str, Any] = {
             "messages": len(self.context.messages),
             "transcript": transcript,
             "metrics": self.conversation.metrics.summary(),
         }
+        if self.echo is not None:
+            detector = self.echo.detector
+            info["echo"] = {
+                "path": detector.state.value,
+                "delay": detector.delay,
+                "last_peak": round(detector.last_peak, 3),
+                "frames_cancelled": self.echo.cancelled,
+            }
+        return info
 
     async def close(self) -> None:
         """Stop every task; what was said stays in the context."""

@@ -74,7 +74,7 @@ class TestMicrophone(MediaStreamTrack):
         time ``at`` on, mixed into what the microphone sends."""
         if self._start is None:
             return
-        position = max(self._pts + 960, round((at - self._start) * 48000))
+        position = max(self._echo_at, round((at - self._start) * 48000))
         end = position + samples.size
         start = self._echo_at
         if end - start > self._echo.size:
@@ -164,6 +164,7 @@ class RTCTestClient:
         self._tasks: list[asyncio.Task[Any]] = []
         self._ping = ping
         self.echo = echo
+        self._speaker_at: float | None = None  # when the loudspeaker plays the next sample
         self.channel_open = asyncio.Event()
         self.channel.on("open", self.channel_open.set)
         self.channel.on("message", self._on_message)
@@ -277,10 +278,15 @@ class RTCTestClient:
         rms = float(np.sqrt(np.dot(samples, samples) / samples.size))
         now = time.monotonic()
         self.audio.frames.append((now, rms))
-        if self.echo is not None and rms > 0:
+        if self.echo is not None:
             gain_db, delay = self.echo
+            # A loudspeaker plays what arrives back to back, as a device does; only after
+            # an underrun does it start again from the arrival.
+            if self._speaker_at is None or now > self._speaker_at + 0.1:
+                self._speaker_at = now
             # 16 kHz decoded → 48 kHz for the microphone (the codec filters the images).
-            self.mic.hear(np.repeat(samples, 3) * 10 ** (gain_db / 20), now + delay)
+            self.mic.hear(np.repeat(samples, 3) * 10 ** (gain_db / 20), self._speaker_at + delay)
+            self._speaker_at += samples.size / 16000
 
     def play(self, wav: str) -> float:
         """Start sending ``wav`` as the microphone, now; returns the time it started."""

@@ -23,7 +23,9 @@ def wav_info(data: bytes) -> tuple[int, int, int, int]:
 
 
 class AudioEndpoints(StubCore):
-    """Transcriptions (a scripted or default text) and speech (a 440 Hz tone)."""
+    """Transcriptions (a scripted or default text) and speech (a buzz: a 140 Hz pulse
+    train rising and falling 4 times a second, broadband like a voice, so what depends on
+    the bot's voice in a microphone, such as echo detection, sees something voice-like)."""
 
     def tts_samples(self, text: str) -> int:
         """How many samples the speech endpoint returns for ``text``."""
@@ -63,7 +65,11 @@ class AudioEndpoints(StubCore):
     def _tone(self, text: str) -> np.ndarray:
         n = self.tts_samples(text)
         t = np.arange(n) / TTS_RATE
-        return (0.3 * 32767 * np.sin(2 * math.pi * 440 * t)).astype("<i2")
+        pitch = 140.0 * (1 + 0.1 * np.sin(2 * math.pi * 0.7 * t))  # a wandering pitch
+        phase = np.cumsum(pitch) / TTS_RATE
+        buzz = 2 * (phase % 1.0) - 1  # a sawtooth: every harmonic up to the Nyquist rate
+        syllables = 0.55 + 0.45 * np.sin(2 * math.pi * 4 * t)  # never silent: loud frames
+        return (0.3 * 32767 * buzz * syllables).astype("<i2")
 
     async def _audio(
         self, pcm: bytes, fault: Fault | None, record: RecordedRequest
