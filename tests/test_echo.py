@@ -1,0 +1,112 @@
+"""The bot's own voice in the microphone: found by correlation, cancelled by the real AEC3,
+and the user's voice left alone. Generated speech (hibari for the bot, espeak for the
+user), the echo made as a loudspeaker would: delayed and attenuated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.echo import MAX_DELAY, EchoCanceller, EchoPath, EchoPathDetector
+from pipeline.frames import SpeechStarted
+from pipeline.vad import VADAnalyzer, VADParams
+from tests.turn_clips import RATE, render
+
+FRAME = 320
+STORY = (
+    "Once upon a time there was a small robot who lived in a lighthouse by the sea. "
+    "Every night it polished the great lamp until it shone like a star. "
+    "Ships passed safely, and the sailors waved at the little robot."
+)
+
+
+@pytest.fixture(scope="module")
+def bot() -> np.ndarray:
+    return render(STORY, "hibari")
+
+
+@pytest.fixture(scope="module")
+def user() -> np.ndarray:
+    return render("Wait, stop. Tell me about the weather instead.", "espeak")
+
+
+def room(
+    bot: np.ndarray, echo_db: float | None, delay: float = 0.15, user: np.ndarray | None = None,
+    user_at: float = 0.0,
+) -> np.ndarray:  # fmt: skip
+    """What the microphone hears while ``bot`` plays: room noise, the echo, the user."""
+    n = bot.size + RATE
+    mic = np.random.default_rng(0).normal(0, 20, n)
+    if echo_db is not None:
+        d = round(delay * RATE)
+        mic[d : d + bot.size] += bot[: n - d] * 10 ** (echo_db / 20)
+    if user is not None:
+        at = round(user_at * RATE)
+        mic[at : at + user.size] += user[: n - at]
+    return np.clip(mic, -32768, 32767).astype(np.int16)
+
+
+def run(canceller: EchoCanceller, bot: np.ndarray, mic: np.ndarray) -> tuple[list[float], bytes]:
+    """Play ``bot`` (as the track sends it, 48 kHz) and hear ``mic``, frame by frame; the
+    VAD's speech starts on what comes out, and all that came out."""
+    vad = VADAnalyzer(VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
+    starts, out = [], []
+    for i in range(0, mic.size - FRAME + 1, FRAME):
+        t = i / RATE
+        if i < bot.size:
+            canceller.played(np.repeat(bot[i : i + FRAME], 3).tobytes(), 48000, t)
+        cleaned = canceller.process(mic[i : i + FRAME].tobytes(), t)
+        out.append(cleaned)
+        starts += [e.t for e in vad.push(cleaned, t) if isinstance(e, SpeechStarted)]
+    return starts, b"".join(out)
+
+
+@pytest.mark.parametrize(("echo_db", "delay"), [(-10, 0.15), (-3, 0.25), (-20, 0.4)])
+def test_the_bots_echo_never_reaches_the_vad(bot: np.ndarray, echo_db: float, delay: float) -> None:
+    mic = room(bot, echo_db, delay)
+    raw = VADAnalyzer(VADParams(confidence=0.7, start_secs=0.2, stop_secs=0.2))
+    heard_raw = [
+        e for i in range(0, mic.size - FRAME + 1, FRAME)
+        for e in raw.push(mic[i : i + FRAME].tobytes(), i / RATE) if isinstance(e, SpeechStarted)
+    ]  # fmt: skip
+    assert len(heard_raw) >= 3  # the test is real: raw, the echo sounds like speech
+    canceller = EchoCanceller()
+    starts, _ = run(canceller, bot, mic)
+    assert starts == []
+    assert canceller.state is EchoPath.PRESENT
+    assert canceller.detector.delay == pytest.approx(delay, abs=0.02)
+
+
+def test_with_no_echo_the_users_voice_passes_untouched(bot: np.ndarray, user: np.ndarray) -> None:
+    mic = room(bot, None, user=user, user_at=3.0)
+    canceller = EchoCanceller()
+    starts, out = run(canceller, bot, mic)
+    assert canceller.state is EchoPath.ABSENT
+    # Once the echo is ruled out the audio is passed through as it came, byte for byte.
+    at = 3 * RATE * 2
+    assert out[at:] == mic.tobytes()[at : len(out)]
+    assert starts and abs(starts[0] - 3.0) < 0.1  # the user's onset, on time
+    assert canceller.cancelled < 3 * RATE // FRAME  # AEC3 stopped running early
+
+
+def test_a_barge_in_over_the_echo_is_heard(bot: np.ndarray, user: np.ndarray) -> None:
+    mic = room(bot, -10, 0.15, user=user, user_at=5.0)
+    starts, _ = run(EchoCanceller(), bot, mic)
+    # Heard at once, its first syllable perhaps damped: AEC3 suppresses a little under echo.
+    assert starts and 0 <= starts[0] - 5.0 < 0.3
+
+
+def test_the_detector_needs_a_steady_delay_to_call_an_echo(bot: np.ndarray) -> None:
+    window = 2 * RATE
+    ref = bot[: MAX_DELAY + window]
+    detector = EchoPathDetector()
+    echo = (ref[MAX_DELAY - 2400 : MAX_DELAY - 2400 + window] * 0.3).astype(np.int16)  # 150 ms
+    assert detector.check(echo, ref) is EchoPath.UNKNOWN  # one strong window is not enough
+    assert detector.check(echo, ref) is EchoPath.PRESENT
+    assert detector.delay == pytest.approx(0.15, abs=0.011)
+    # Silence from the bot is no evidence either way.
+    quiet = np.zeros(MAX_DELAY + window, np.int16)
+    assert detector.check(echo, quiet) is EchoPath.PRESENT
+    noise = np.random.default_rng(1).normal(0, 30, window).astype(np.int16)
+    assert detector.check(noise, ref) is EchoPath.PRESENT  # one quiet window keeps the view
+    assert detector.check(noise, ref) is EchoPath.ABSENT
