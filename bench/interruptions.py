@@ -132,13 +132,14 @@ async def over_the_bot(url: str, ear: ClipEar, clips: list[TurnClip], folder: Pa
             onset = client.play(str(write_wav(clip, folder / f"over{n}.wav", 0.0)))
             await asyncio.sleep(clip.audio.size / RATE + 2.5)
             silent = client.silent_since(onset)
+            gap = longest_gap(loud(client, onset, onset + 3.0), onset, onset + 3.0)
             cut = client.types().count("bot-interrupted") > interrupted
             after = loud(client, onset + clip.audio.size / RATE + 1.5, time.monotonic())
             results.append({
                 "clip": clip.text or clip.name, "voice": clip.voice,
                 "cut": cut or not after,
                 "silent_after_onset": None if silent is None else round(silent - onset, 3),
-                "pause": round(longest_gap(loud(client, onset, onset + 3.0), onset, onset + 3.0), 3),
+                "pause": round(gap, 3),
             })  # fmt: skip
             await quiet_bot(client)
             await asyncio.sleep(0.5)
