@@ -55,17 +55,16 @@ from pipeline.frames import (
     Transcription,
     UserTurnDiscarded,
     UserTurnEndPredicted,
-    UserTurnMerged,
     UserTurnStarted,
     UserTurnStopped,
 )
 from pipeline.interruptions import InterruptionParams, Verdict
 from pipeline.metrics import Prices, SessionMetrics
-from pipeline.preemptive import PreemptiveReplies
+from pipeline.preemptive import PreemptiveReplies, foreseen
 from pipeline.services.llm import FixedText, LLMService
 from pipeline.services.tts import TTSService
 from pipeline.turn_completion import TurnCompletionConfig, TurnCompletionFilter
-from pipeline.turn_merge import take_back_turn
+from pipeline.turn_merge import TurnMerger
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
 from pipeline.turns.mute import UserMuteStrategy
@@ -118,7 +117,6 @@ class Conversation:
         pause_on_interruption: bool = True,
     ) -> None:
         self.context = context
-        self.merge_window = merge_window
         self.llm = llm
         self.tts = tts
         self.output = output
@@ -128,8 +126,6 @@ class Conversation:
         self._reprompt: asyncio.TimerHandle | None = None
         self.events = Emitter()
         self.metrics = SessionMetrics(prices)
-        self.events.on(Metric, self.metrics.record)
-        self.events.on(BotResponseEnded, lambda _: self.metrics.end_turn())
         self.turns = UserTurns(
             turn_params,
             emit=self.events.emit,
@@ -138,32 +134,16 @@ class Conversation:
         )
         self.user = UserAggregator(context, self.feed)
         self.assistant = AssistantAggregator(context, self.feed)
-        # Subscription order matters: the aggregators learn that the user started
-        # speaking before the barge-in handler cancels the bot.
-        for event_type in _ASSISTANT_EVENTS:
-            self.events.on(event_type, self.assistant.handle)
-        self.events.on(UserTurnStarted, self.user.handle)
-        self.events.on(UserTurnStopped, self.user.handle)
-        self.events.on(UserTurnDiscarded, self.user.handle)
-        self.events.on(UserTurnStopped, self._on_user_turn_stopped)
-        # After the assistant aggregator has closed the interrupted answer.
-        self.events.on(Interruption, self._after_interruption)
-        self.events.on(UserTurnStarted, self._on_user_turn_started)
-        self.events.on(UserTurnEndPredicted, self._preempt)
-        self.events.on(SpeechStarted, self._on_speech_started)
-        self.events.on(LLMRunRequested, self._on_run_requested)
-        self.events.on(SummaryRequested, self._on_summary_requested)
+        self.merger = TurnMerger(context, self.user, self.events.emit, merge_window)
         self._summary: asyncio.Task[None] | None = None
         self._turn: asyncio.Task[None] | None = None
         self.replies: PreemptiveReplies | None = None
         if preemptive and output is not None and tts is not None:
             self.replies = PreemptiveReplies(self._launch_held, self.feed, output)
-        self._last_stop: tuple[float, Any] | None = None  # (time, message) of the last turn
-        self._merging: Any = None  # the user message to take back after this interruption
         self._onset = 0.0  # of the user's latest speech
         self.barge_in = BargeIn(
             output,  # type: ignore[arg-type]  # the paced track (or a tap over it)
-            self._barge_in_confirmed,
+            self.interrupt,
             self._dismiss_turn,
             self.feed,
             interruptions,
@@ -174,6 +154,26 @@ class Conversation:
         self._ticker: asyncio.Task[None] | None = None
         # Called just before each LLM run (not greetings): e.g. refresh the <ui_state>.
         self.before_llm_run: list[Callable[[], None]] = []
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        on = self.events.on
+        on(Metric, self.metrics.record)
+        on(BotResponseEnded, lambda _: self.metrics.end_turn())
+        # Subscription order matters: the aggregators learn that the user started
+        # speaking before the barge-in handler cancels the bot.
+        for event_type in _ASSISTANT_EVENTS:
+            on(event_type, self.assistant.handle)
+        for event_type in (UserTurnStarted, UserTurnStopped, UserTurnDiscarded):
+            on(event_type, self.user.handle)
+        on(UserTurnStopped, lambda e: self.merger.turn_stopped(e.t))
+        # After the assistant aggregator has closed the interrupted answer.
+        on(Interruption, lambda _: self.merger.interrupted())
+        on(UserTurnStarted, self._on_user_turn_started)
+        on(UserTurnEndPredicted, self._preempt)
+        on(SpeechStarted, lambda _: self._drop_held("the user went on"))
+        on(LLMRunRequested, self._on_run_requested)
+        on(SummaryRequested, self._on_summary_requested)
 
     # -- input --------------------------------------------------------------------------
 
@@ -322,41 +322,16 @@ class Conversation:
         self._cancel_reprompt()
         self._drop_held("a new user turn")
         if event.interrupt and self.bot_active:
-            last, self._last_stop = self._last_stop, None
-            if last is not None and event.t - last[0] <= self.merge_window:
-                self._merging = last[1]
+            self.merger.barge_in(event.t)
             # Pause and judge speech the VAD heard; words (a min-words start) interrupt.
             heard = event.strategy == "vad"
             if not (heard and self.barge_in.pause(self._onset, event.t)):
                 self.interrupt(event.t)  # nothing playing to pause: cancel at once
 
-    def _on_speech_started(self, event: SpeechStarted) -> None:
-        self._drop_held("the user went on")
-
-    def _barge_in_confirmed(self, t: float) -> None:
-        self.interrupt(t)
-
     def _dismiss_turn(self, t: float, text: str) -> None:
         """The speech over the bot was no turn: the bot goes on, nothing is answered."""
-        self._merging = None
+        self.merger.cancel()
         self.turns.discard(t, text)
-
-    def _on_user_turn_stopped(self, event: UserTurnStopped) -> None:
-        # The user aggregator (subscribed earlier) has just added the turn's message.
-        message = self.user.last_message
-        self._last_stop = (event.t, message) if message is not None else None
-
-    def _after_interruption(self, event: Interruption) -> None:
-        """The user went on: take back their last turn and the start of its answer."""
-        message, self._merging = self._merging, None
-        if message is None or message is not self.user.last_message:
-            return  # no merge, or typed text came in between
-        taken = take_back_turn(self.context, message)
-        if taken is None:
-            return
-        user_text, assistant_text = taken
-        self.user.resume(user_text, self.user.last_started_at)
-        self.events.emit(UserTurnMerged(user_text, assistant_text))
 
     # -- preemptive replies ----------------------------------------------------------------
 
@@ -371,13 +346,7 @@ class Conversation:
             return
         if self.filter_incomplete_user_turns:
             return  # a reply that may stay silent is not worth holding
-        # The context as it will be once the turn ends: the user's words, then whatever
-        # is refreshed before each run (the <ui_state>); the context itself is restored.
-        added = self.context.add_message(message)
-        for prepare in self.before_llm_run:
-            prepare()
-        messages = self.context.to_openai()
-        self.context.set_messages([m for m in self.context.messages if m is not added])
+        messages = foreseen(self.context, message, self.before_llm_run)
         self.replies.start(messages, self.context.tools)
 
     def _launch_held(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.bot_turn import AudioOutput
+from pipeline.context import LLMContext
 from pipeline.frames import Event, PreemptiveReplyEnded
 
 
@@ -123,6 +124,20 @@ class HeldReply:
             self.output.drop()
         if self.task is not None and not self.task.done():
             self.task.cancel()
+
+
+def foreseen(
+    context: LLMContext, message: dict[str, Any], prepare: list[Callable[[], None]]
+) -> list[dict[str, Any]]:
+    """What the LLM will be asked once the user's turn ends with ``message``: the
+    context with it, after whatever is refreshed before each run (the ``<ui_state>``).
+    The context itself is left as it was."""
+    added = context.add_message(message)
+    for hook in prepare:
+        hook()
+    messages = context.to_openai()
+    context.set_messages([m for m in context.messages if m is not added])
+    return messages
 
 
 Launch = Callable[[list[dict[str, Any]], Callable[[Event], None], AudioOutput], asyncio.Task[None]]

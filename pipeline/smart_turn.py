@@ -19,15 +19,13 @@ Threading: read-only after load; one caller at a time (the scorer's worker threa
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 from faster_whisper.feature_extractor import FeatureExtractor
 
-from pipeline.silero import ModelFileError
+from pipeline.services.embedded import ModelPackage
 
 SAMPLE_RATE = 16000
 WINDOW_SECONDS = 8
@@ -37,43 +35,25 @@ PACKAGE = "pipecat"
 MODEL_PATH = "audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"
 MODEL_BYTES = 8_679_182
 MODEL_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"
-INSTALL_HINT = "pip install --no-deps pipecat-ai==1.14.0"
 
 
-class SmartTurnFileError(ModelFileError):
-    """The Smart Turn weights are missing or not the file we pinned (a kind of the VAD's
-    error, so one ``except`` at start-up covers every model file)."""
+SMART_TURN = ModelPackage(
+    "pipecat-ai",
+    "1.14.0",
+    PACKAGE,
+    entry=MODEL_PATH,
+    files=((MODEL_PATH, MODEL_BYTES),),
+    no_deps=True,
+    sha256=((MODEL_PATH, MODEL_SHA256),),
+)
 
 
 def find_smart_turn_model(package_dir: Path | None = None) -> Path:
-    """Path of the Smart Turn v3.2 ONNX file, checked by size and SHA-256.
-
-    ``package_dir`` defaults to the installed ``pipecat`` package, found without importing
-    it (its ``__init__`` needs dependencies we do not install).
-    """
-    if package_dir is None:
-        spec = importlib.util.find_spec(PACKAGE)
-        if spec is None or not spec.submodule_search_locations:
-            raise SmartTurnFileError(
-                f"the pipecat-ai package (it carries the end-of-turn model) is not installed; "
-                f"run `{INSTALL_HINT}`"
-            )
-        package_dir = Path(spec.submodule_search_locations[0])
-    path = package_dir / MODEL_PATH
-    if not path.is_file():
-        raise SmartTurnFileError(f"{path} is missing; reinstall with `{INSTALL_HINT}`")
-    size = path.stat().st_size
-    if size != MODEL_BYTES:
-        raise SmartTurnFileError(
-            f"{path} is {size:,} bytes, expected {MODEL_BYTES:,} (pipecat-ai 1.14.0); "
-            f"reinstall with `{INSTALL_HINT}`"
-        )
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != MODEL_SHA256:
-        raise SmartTurnFileError(
-            f"{path} has SHA-256 {digest}, expected {MODEL_SHA256}; reinstall with `{INSTALL_HINT}`"
-        )
-    return path
+    """Path of the Smart Turn v3.2 ONNX file, checked by size and SHA-256 (raises
+    :class:`~pipeline.services.embedded.ModelFileError`). ``package_dir`` defaults to
+    the installed ``pipecat`` package, found without importing it (its ``__init__``
+    needs dependencies we do not install)."""
+    return SMART_TURN.locate(package_dir)
 
 
 class SmartTurnModel:

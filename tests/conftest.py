@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -96,6 +97,14 @@ class ServerProcess:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+def metric(server: ServerProcess, name: str) -> float:
+    """The sum of a metric's samples on the server's ``/metrics`` (0 when absent); ``name``
+    may carry labels: ``parley_bot_pauses_total{outcome="resumed"}``."""
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    pattern = rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$"
+    return sum(float(v) for v in re.findall(pattern, text, re.M))
 
 
 @pytest.fixture(scope="module")

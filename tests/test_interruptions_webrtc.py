@@ -5,7 +5,6 @@ the OpenAI-compatible stub for the LLM (and STT, hearing the clip being played).
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, metric
 from tests.openai_stub import OpenAIStub
 from tests.rtc_client import RTCTestClient
 from tests.turn_clips import RATE, ClipEar, TurnClip, complete_clip, write_wav
@@ -54,13 +53,6 @@ def server(start_server: Callable[..., ServerProcess], models: OpenAIStub) -> Se
     running = start_server(**settings(models))
     running.wait_models_ready()
     return running
-
-
-def metric(server: ServerProcess, name: str) -> float:
-    """The sum of a metric's samples (0 when absent)."""
-    text = httpx.get(f"{server.url}/metrics", timeout=5).text
-    pattern = rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$"
-    return sum(float(v) for v in re.findall(pattern, text, re.M))
 
 
 async def story_started(client: RTCTestClient) -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.silero import ModelFileError
+from pipeline.services.embedded import ModelFileError
+from pipeline.silero import ModelFileError as VADModelFileError
 from pipeline.smart_turn import (
     MODEL_BYTES,
     MODEL_PATH,
     WINDOW,
-    SmartTurnFileError,
     SmartTurnModel,
     find_smart_turn_model,
 )
@@ -35,23 +35,23 @@ def test_the_pinned_file_is_found_without_importing_pipecat() -> None:
 
 def test_a_missing_or_different_file_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(
-        SmartTurnFileError,
+        ModelFileError,
         match=r"missing; reinstall with `pip install --no-deps pipecat-ai==1\.14\.0`",
     ):
         find_smart_turn_model(tmp_path)
     target = tmp_path / MODEL_PATH
     target.parent.mkdir(parents=True)
     target.write_bytes(b"\0" * 100)
-    with pytest.raises(SmartTurnFileError, match=r"is 100 bytes, expected 8,679,182"):
+    with pytest.raises(ModelFileError, match=r"is 100 bytes, expected 8,679,182"):
         find_smart_turn_model(tmp_path)
     # The right size, other bytes: the hash catches it.
     shutil.copyfile(find_smart_turn_model(), target)
     with target.open("r+b") as f:
         f.seek(MODEL_BYTES // 2)
         f.write(b"\xff\xfe")
-    with pytest.raises(SmartTurnFileError, match="SHA-256") as error:
+    with pytest.raises(ModelFileError, match="SHA-256") as error:
         find_smart_turn_model(tmp_path)
-    assert isinstance(error.value, ModelFileError)  # one except covers every model file
+    assert isinstance(error.value, VADModelFileError)  # one except covers every model file
 
 
 def test_features_are_the_last_8_s_left_padded(model: SmartTurnModel) -> None:

@@ -6,14 +6,13 @@ generated speech."""
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import ROOT, ServerProcess
+from tests.conftest import ROOT, ServerProcess, metric
 from tests.openai_stub import OpenAIStub
 from tests.rtc_client import RTCTestClient
 from tests.turn_clips import ClipEar, TurnClip, complete_clip, paused_clip, write_wav
@@ -67,15 +66,6 @@ async def play(
     finally:
         await client.close()
     return client, end
-
-
-def metric(server: ServerProcess, name: str) -> float:
-    """The sum of a metric's samples (0 when absent)."""
-    text = httpx.get(f"{server.url}/metrics", timeout=5).text
-    values = [
-        float(v) for v in re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
-    ]
-    return sum(values)
 
 
 async def test_a_turn_with_a_pause_inside_is_one_turn_with_one_answer(

@@ -19,6 +19,7 @@ voices would download) and llama.cpp with ``offline``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.util
 import os
 import secrets
@@ -53,7 +54,8 @@ class ModelPackage:
     """A registry package that carries model files, with the sizes we pinned.
 
     ``entry`` is what the loader is given (a folder or a file), relative to the package
-    folder; ``files`` are ``(relative path, bytes)``.
+    folder; ``files`` are ``(relative path, bytes)``; ``sha256`` optionally pins files by
+    digest too (for a small file whose size alone could match another release's).
     """
 
     distribution: str
@@ -62,6 +64,7 @@ class ModelPackage:
     entry: str
     files: tuple[tuple[str, int], ...]
     no_deps: bool = False
+    sha256: tuple[tuple[str, str], ...] = ()
 
     @property
     def install_hint(self) -> str:
@@ -86,6 +89,14 @@ class ModelPackage:
                 raise ModelFileError(
                     f"{path} is {size:,} bytes, expected {expected:,} "
                     f"({self.distribution} {self.version}); reinstall with `{self.install_hint}`"
+                )
+        for name, pinned in self.sha256:
+            path = package_dir / name
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if digest != pinned:
+                raise ModelFileError(
+                    f"{path} has SHA-256 {digest}, expected {pinned}; "
+                    f"reinstall with `{self.install_hint}`"
                 )
         return package_dir / self.entry
 
