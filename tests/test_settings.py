@@ -73,3 +73,40 @@ def test_invalid_rtvi_settings_are_refused(
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_turn_taking_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.voice import turn_params
+
+    defaults = Settings()
+    assert defaults.turn_end == "adaptive" and defaults.preemptive_replies
+    assert defaults.pause_on_interruption and defaults.echo_cancellation
+    assert "mhm" in defaults.backchannels and "i see" in defaults.backchannels
+    monkeypatch.setenv("PARLEY_TURN_END", "fixed")
+    monkeypatch.setenv("PARLEY_TURN_END_QUESTION_WAIT", "[0.1, 0.5]")
+    monkeypatch.setenv("PARLEY_TURN_END_MAX_WAIT", "3")
+    monkeypatch.setenv("PARLEY_BACKCHANNELS", '["bien", "d\'accord"]')
+    settings = Settings()
+    params = turn_params(settings)
+    assert params.turn_end == "fixed"
+    assert params.adaptive.question_wait == (0.1, 0.5) and params.adaptive.max_wait == 3.0
+    assert settings.backchannels == ["bien", "d'accord"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PARLEY_TURN_END", "smart"),
+        ("PARLEY_TURN_END_QUESTION_WAIT", "[0.8, 0.2]"),  # sure-done must not wait longer
+        ("PARLEY_TURN_END_STATEMENT_WAIT", "[0.5]"),
+        ("PARLEY_TURN_END_DOUBTFUL", "0.95"),  # above confident
+        ("PARLEY_TURN_MERGE_WINDOW", "-1"),
+        ("PARLEY_MAX_BACKCHANNEL_SECONDS", "0"),
+    ],
+)
+def test_invalid_turn_taking_settings_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()

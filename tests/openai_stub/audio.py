@@ -57,12 +57,13 @@ class AudioEndpoints(StubCore):
         if fault is not None and fault.kind == "malformed" and fault.after == 0:
             record.completed = True  # a 200 that is not audio at all
             return JSONResponse({"object": "error", "message": "not audio"})
-        pcm = self._tone(record.body.get("input", "")).tobytes()
+        pcm = self.tts_audio(record.body.get("input", "")).tobytes()
         return StreamingResponse(
             self._audio(pcm, fault, record), media_type="application/octet-stream"
         )
 
-    def _tone(self, text: str) -> np.ndarray:
+    def tts_audio(self, text: str) -> np.ndarray:
+        """The speech endpoint's samples for ``text`` (24 kHz int16)."""
         n = self.tts_samples(text)
         t = np.arange(n) / TTS_RATE
         pitch = 140.0 * (1 + 0.1 * np.sin(2 * math.pi * 0.7 * t))  # a wandering pitch
