@@ -60,6 +60,9 @@ RUN --mount=type=secret,id=pip_ca,required=false \
 USER 10001:10001
 
 # /data belongs to the server's user, so a named volume mounted there starts writable.
+# The server binds 127.0.0.1 by default; in a container that would be unreachable, so the
+# image binds every interface (the published port is the boundary). Without PARLEY_API_KEYS
+# the server then warns at start that it is open.
 ENV PARLEY_HOST=0.0.0.0 \
     PARLEY_PORT=7860 \
     PARLEY_STATIC_DIR=/app/static \

@@ -7,6 +7,8 @@ export PIP_NO_INPUT := 1
 
 .PHONY: run test container-test install install-dev test-tools lint format clean
 
+# Binds 127.0.0.1 (an open server is for this machine only): `PARLEY_HOST=0.0.0.0 make run`
+# serves the network, and then wants PARLEY_API_KEYS (see README.md, "Security and limits").
 run: $(VENV)/.runtime
 	$(PY) -m server
 

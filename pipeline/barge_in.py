@@ -56,11 +56,15 @@ class BargeIn:
     def pending(self) -> bool:
         return self.decider.pending
 
-    def pause(self, onset: float, t: float) -> bool:
+    def pause(self, onset: float, t: float, mid_reply: bool = False) -> bool:
         """The user's voice over the bot: pause and judge (True), or not pausable (False:
-        the caller interrupts at once, e.g. when no audio plays yet)."""
+        the caller interrupts at once, e.g. when no audio plays yet). ``mid_reply``: the
+        reply has been heard already, and the output only ran dry for a moment (TTS
+        slower than playout); the echo of its last words still counts as the bot's."""
         output = self.output
-        if not self.enabled or output is None or not output.playing or output.paused:
+        if not self.enabled or output is None or output.paused:
+            return False
+        if not (output.playing or mid_reply):
             return False
         output.pause()
         self.decider.bot_words = " ".join(self._recent)

@@ -6,6 +6,14 @@ turn cancels both: ``aclosing`` closes the LLM and TTS streams (which closes the
 requests or stops their workers), and the caller flushes the output. Nothing of the turn
 survives the cancellation, so a barge-in never hears stale audio.
 
+Synthesis runs at most ``ahead`` seconds before playout (a
+:class:`~pipeline.playout_pacing.PlayoutPacer` writes the audio and holds the next
+sentence back while that much is unplayed, paused or held), so a long answer buffers
+seconds, not minutes, and a barge-in wastes little synthesis. The LLM stream is read at
+its own pace: its text is small (capped by the token limit), the provider generates it
+whether or not it is read, and holding the read back would only keep a pooled HTTP
+connection open through the whole playout and stretch the LLM's timing metrics.
+
 A failed model call ends the turn, not the session: the turn emits a
 :class:`~pipeline.frames.ServiceError` at once, and then ends as a finished answer
 would. What already went to the output plays to its end (an LLM that fails mid-answer
@@ -41,6 +49,7 @@ from pipeline.frames import (
     TTSStarted,
     TTSStopped,
 )
+from pipeline.playout_pacing import DEFAULT_TTS_AHEAD, PlayoutPacer
 from pipeline.sentences import SentenceAggregator
 from pipeline.services.llm import LLMService, TextDelta, ToolCallRequest, UsageReport
 from pipeline.services.tts import TTSService
@@ -95,6 +104,7 @@ class BotTurn:
         completion: TurnCompletionFilter | None = None,
         completion_config: TurnCompletionConfig | None = None,
         messages: list[dict[str, Any]] | None = None,
+        ahead: float = DEFAULT_TTS_AHEAD,
     ) -> None:
         self.context = context
         # What the LLM is asked with: the context now, unless the caller computed it (a
@@ -103,6 +113,8 @@ class BotTurn:
         self.llm = llm
         self.tts = tts if output is not None else None
         self.output = output
+        # Writes the turn's audio and holds synthesis to ``ahead`` seconds before playout.
+        self._pacer = PlayoutPacer(output, ahead) if output is not None else None
         self._emit = emit
         self._completion = completion
         self._completion_config = completion_config or TurnCompletionConfig()
@@ -204,20 +216,22 @@ class BotTurn:
             sentences.put_nowait(sentence)
 
     async def _speak(self, sentences: asyncio.Queue[str | None]) -> None:
-        assert self.tts is not None
+        assert self.tts is not None and self._pacer is not None
         started = False
         try:
             while (sentence := await sentences.get()) is not None:
                 if not started:
                     started = True
                     self._emit(TTSStarted())
+                # Back-pressure: wait while the turn is far enough ahead of playout.
+                await self._pacer.room()
                 await self._say(sentence)
         finally:
             if started:
                 self._emit(TTSStopped())
 
     async def _say(self, sentence: str) -> None:
-        assert self.tts is not None and self.output is not None
+        assert self.tts is not None and self._pacer is not None
         first = True
         started = time.monotonic()
         self._metric("tts", "characters", len(sentence))
@@ -228,7 +242,7 @@ class BotTurn:
                         self._metric("tts", "ttfb", time.monotonic() - started)
                     # The sentence's text rides on its first chunk; the output counts the
                     # chunks after it as the same segment.
-                    self.output.write(pcm, self.tts.sample_rate, sentence if first else None)
+                    self._pacer.write(pcm, self.tts.sample_rate, sentence if first else None)
                     first = False
         except Exception as exc:
             raise TurnError("tts", exc) from exc

@@ -27,7 +27,7 @@ from loguru import logger
 
 from pipeline.aggregators import AssistantAggregator, UserAggregator
 from pipeline.barge_in import BargeIn
-from pipeline.bot_turn import AudioOutput, BotTurn, turn_error
+from pipeline.bot_turn import DEFAULT_TTS_AHEAD, AudioOutput, BotTurn, turn_error
 from pipeline.context import LLMContext
 from pipeline.frames import (
     BotResponseEnded,
@@ -115,11 +115,13 @@ class Conversation:
         merge_window: float = 0.0,
         interruptions: InterruptionParams | None = None,
         pause_on_interruption: bool = True,
+        tts_ahead: float = DEFAULT_TTS_AHEAD,
     ) -> None:
         self.context = context
         self.llm = llm
         self.tts = tts
         self.output = output
+        self.tts_ahead = tts_ahead  # seconds of speech synthesized ahead of playout at most
         self.clock = clock
         self.filter_incomplete_user_turns = filter_incomplete_user_turns
         self.turn_completion = turn_completion or TurnCompletionConfig()
@@ -137,6 +139,7 @@ class Conversation:
         self.merger = TurnMerger(context, self.user, self.events.emit, merge_window)
         self._summary: asyncio.Task[None] | None = None
         self._turn: asyncio.Task[None] | None = None
+        self._voiced: asyncio.Task[None] | None = None  # the last turn whose audio played
         self.replies: PreemptiveReplies | None = None
         if preemptive and output is not None and tts is not None:
             self.replies = PreemptiveReplies(self._launch_held, self.feed, output)
@@ -208,6 +211,7 @@ class Conversation:
     # -- playout (the output's listener) -----------------------------------------------------
 
     def playout_started(self) -> None:
+        self._voiced = self._turn
         self.feed(BotStartedSpeaking(self.clock()))
 
     def playout_stopped(self) -> None:
@@ -274,7 +278,15 @@ class Conversation:
     ) -> asyncio.Task[None]:
         tts, output = (self.tts, output or self.output) if audio else (None, None)
         turn = BotTurn(
-            self.context, llm, emit, tts, output, completion, self.turn_completion, messages
+            self.context,
+            llm,
+            emit,
+            tts,
+            output,
+            completion,
+            self.turn_completion,
+            messages,
+            ahead=self.tts_ahead,
         )
         task = asyncio.get_running_loop().create_task(turn.run(), name="bot-turn")
         task.add_done_callback(lambda task: self._turn_done(task, completion))
@@ -325,7 +337,9 @@ class Conversation:
             self.merger.barge_in(event.t)
             # Pause and judge speech the VAD heard; words (a min-words start) interrupt.
             heard = event.strategy == "vad"
-            if not (heard and self.barge_in.pause(self._onset, event.t)):
+            turn = self._turn
+            mid_reply = turn is not None and turn is self._voiced and not turn.done()
+            if not (heard and self.barge_in.pause(self._onset, event.t, mid_reply)):
                 self.interrupt(event.t)  # nothing playing to pause: cancel at once
 
     def _dismiss_turn(self, t: float, text: str) -> None:

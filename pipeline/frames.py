@@ -405,12 +405,18 @@ class Emitter:
     Handlers run in subscription order, inside ``emit``; they must be quick and must not
     block (start a task for anything slow). An event emitted by a handler is delivered
     after the current one has reached all its handlers, so order is preserved.
+
+    With ``on_error`` set, a handler that raises costs only its own call: ``on_error``
+    hears of it and the event still reaches the handlers after it. A session sets it
+    (``emit`` runs inside aiortc's callbacks, where an exception ends the call); without
+    it the exception propagates, so that a unit test sees it.
     """
 
     def __init__(self) -> None:
         self._handlers: dict[type[Event], list[Callable[[Any], None]]] = defaultdict(list)
         self._pending: list[Event] = []
         self._delivering = False
+        self.on_error: Callable[[Exception, Event], None] | None = None
 
     def on(self, event_type: type[E], handler: Callable[[E], None]) -> None:
         """Call ``handler`` for every event of exactly ``event_type``."""
@@ -425,7 +431,12 @@ class Emitter:
             while self._pending:
                 current = self._pending.pop(0)
                 for handler in self._handlers.get(type(current), ()):
-                    handler(current)
+                    try:
+                        handler(current)
+                    except Exception as exc:
+                        if self.on_error is None:
+                            raise
+                        self.on_error(exc, current)
         finally:
             self._delivering = False
             self._pending.clear()

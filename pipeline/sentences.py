@@ -19,46 +19,67 @@ _SENTENCE_END = frozenset(".!?…")
 _CLAUSE_END = frozenset(",;:")
 # Words a clause must have before it may go to TTS on its own.
 MIN_CLAUSE_WORDS = 4
-_WORD_BEFORE = re.compile(r"(\S+)$")
+# A possible boundary: a mark followed by whitespace (and then, to decide, more text).
+_CANDIDATE = re.compile(r"[.!?…,;:](?=\s)")
+_NON_SPACE = re.compile(r"\S")
 
 
-def _ends_sentence(text: str, i: int) -> bool:
-    """Whether the punctuation at ``text[i]`` (followed by space and more text) ends one."""
+def _word_before(text: str, i: int) -> str:
+    """The run of non-space characters that ends just before ``text[i]``."""
+    j = i
+    while j > 0 and not text[j - 1].isspace():
+        j -= 1
+    return text[j:i]
+
+
+def _ends_sentence(text: str, i: int, nxt: str) -> bool:
+    """Whether the punctuation at ``text[i]``, followed by space and then ``nxt``, ends one."""
     mark = text[i]
     if mark in "!?…":
         return True
-    match = _WORD_BEFORE.search(text, 0, i)
-    word = match.group(1).lower().lstrip("([\"'") if match else ""
+    word = _word_before(text, i).lower().lstrip("([\"'")
     if word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
         return False  # "Dr. Smith", "J. R. R. Tolkien"
-    nxt = text[i + 1 :].lstrip()[:1]
     return not (nxt.islower() or nxt.isdigit())
 
 
 class SentenceAggregator:
-    """Collects streamed text and hands out whole sentences (or a first clause)."""
+    """Collects streamed text and hands out whole sentences (or a first clause).
+
+    Each push scans only the text not yet decided: a mark is decided for good once a
+    non-space character follows its space, so the scan resumes at the first mark still
+    waiting for one (or at the last character, a mark whose next character has not come).
+    Long unpunctuated answers cost time in proportion to their length, not its square.
+    ``scanned`` counts the characters searched (some twice), for tests of that.
+    """
 
     def __init__(self, min_clause_words: int = MIN_CLAUSE_WORDS) -> None:
-        self._buffer = ""
         self._min_clause_words = min_clause_words
-        self._first = True
+        self.scanned = 0
+        self.reset()
 
     def push(self, text: str) -> list[str]:
         """Add streamed text; return the sentences that are now complete."""
-        self._buffer += text
+        # Taken off self first: with the only reference local, CPython appends in place
+        # instead of copying the whole pending answer on every token.
+        buf, self._buffer = self._buffer, ""
+        buf += text
         out: list[str] = []
         start = 0
-        buf = self._buffer
-        # A boundary is punctuation followed by whitespace and then at least one more
-        # character, which tells lower-case continuations ("e.g. the") apart.
-        for i in range(len(buf) - 2):
-            ch = buf[i]
-            if i < start or not buf[i + 1].isspace():
-                continue
-            if not buf[i + 1 :].strip():
-                break  # nothing after the space yet: decide when more text comes
-            is_end = ch in _SENTENCE_END and _ends_sentence(buf, i)
-            if not is_end and self._first and ch in _CLAUSE_END:
+        resume = max(len(buf) - 1, 0)  # where the next push scans from
+        # The text from _seen on is new; before it, after a waiting mark, only spaces.
+        seen = self._seen
+        searched_to = len(buf)  # how far the search for marks went
+        for match in _CANDIDATE.finditer(buf, self._resume):
+            i = match.start()
+            after = _NON_SPACE.search(buf, max(i + 2, seen))
+            self.scanned += (after.end() if after else len(buf)) - max(i + 2, seen)
+            if after is None:
+                resume = i  # nothing after the space yet: decide when more text comes
+                searched_to = i + 1
+                break
+            is_end = buf[i] in _SENTENCE_END and _ends_sentence(buf, i, after.group())
+            if not is_end and self._first and buf[i] in _CLAUSE_END:
                 is_end = len(buf[start : i + 1].split()) >= self._min_clause_words
             if is_end:
                 piece = buf[start : i + 1].strip()
@@ -66,15 +87,20 @@ class SentenceAggregator:
                     out.append(piece)
                     self._first = False
                 start = i + 1
+        self.scanned += searched_to - self._resume
         self._buffer = buf[start:]
+        self._resume = max(resume - start, 0)
+        self._seen = len(buf) - start
         return out
 
     def flush(self) -> str:
         """End of the answer: whatever is left, as the last sentence ('' if none)."""
-        rest, self._buffer = self._buffer.strip(), ""
-        self._first = True
+        rest = self._buffer.strip()
+        self.reset()
         return rest
 
     def reset(self) -> None:
         self._buffer = ""
+        self._resume = 0  # in the buffer: the first character not yet decided
+        self._seen = 0  # in the buffer: the end of the text the last push saw
         self._first = True

@@ -15,8 +15,15 @@ it into an indented outline, one element per line::
 
 Unnamed containers (``generic``, ``group``, ``none`` …) are left out and their children
 moved up, names and values are cut at ``MAX_TEXT`` characters, and once ``max_chars`` is
-reached the rest is summarized as a count. :meth:`UIState.refresh` keeps exactly one such
-message in the context, at its end, replaced before each LLM run: copies never accumulate.
+reached the rest is summarized as a count: the whole outline stays within ``max_chars``.
+
+Every piece of it comes from the page, so it is untrusted (see :mod:`pipeline.page_data`):
+each piece is cleaned of control characters and of our delimiter tags, and the outline
+reaches the LLM as a user-role page-data message, never a system one.
+:meth:`UIState.refresh` keeps exactly one such message in the context, replaced before
+each LLM run (copies never accumulate), just before the user's latest words: the user's
+request is what the LLM reads last, and a turn taken back (:mod:`pipeline.turn_merge`)
+has only its reply after it.
 """
 
 from __future__ import annotations
@@ -25,18 +32,25 @@ import json
 from collections.abc import Iterator
 
 from pipeline.context import LLMContext
-from pipeline.messages import Message, SystemMessage
-from pipeline.ui_protocol import A11yNode, A11ySnapshot
+from pipeline.messages import Message, UserMessage
+from pipeline.page_data import PageDataMessage, clean, page_data
+from pipeline.ui_protocol import UI_SNAPSHOT, A11yNode, A11ySnapshot
 
 MAX_TEXT = 80
+# Refs and roles are short in any real tree; longer ones are cut (the LLM cannot use a
+# ref that long anyway).
+MAX_REF = 64
+MAX_ROLE = 40
+# Room kept for the "… N more elements not shown" line.
+_HIDDEN_LINE = 40
 # Roles that only group other elements: without a name they say nothing to the LLM.
 _SILENT_ROLES = frozenset({"generic", "group", "none", "presentation", "div", "span", "document"})
 _HEADER = "The user's screen, as an outline. Refer to elements by their [ref] with the UI tools."
 
 
 def _cut(text: str, limit: int = MAX_TEXT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """Page text on one line: cleaned, whitespace collapsed, at most ``limit`` chars."""
+    return clean(" ".join(clean(text).split()), limit)
 
 
 def _quoted(text: str) -> str:
@@ -86,41 +100,84 @@ class UIState:
     # -- the LLM's view --------------------------------------------------------------------
 
     def render(self) -> str | None:
-        """The ``<ui_state>`` text, or None before the first snapshot."""
+        """The ``<ui_state>`` text (at most ``max_chars``), or None before the first
+        snapshot."""
         if self.snapshot is None:
             return None
-        lines = ["<ui_state>", _HEADER]
-        used = sum(len(line) + 1 for line in lines)
-        shown = 0
+        head = ["<ui_state>", _HEADER]
+        tail = self._pinned_lines(self.max_chars - _size(head) - _HIDDEN_LINE - 12)
+        tail.append("</ui_state>")
+        budget = self.max_chars - _size(head) - _size(tail) - _HIDDEN_LINE
+        outline: list[str] = []
+        used = 0
         visible = list(_visible(self.snapshot.root, 0))
         for node, depth in visible:
             line = "  " * depth + "- " + _describe(node)
-            if used + len(line) + 1 > self.max_chars:
-                break
-            lines.append(line)
             used += len(line) + 1
-            shown += 1
-        hidden = len(visible) - shown + self.dropped
+            if used > budget:
+                break
+            outline.append(line)
+        hidden = len(visible) - len(outline) + self.dropped
         if hidden:
-            lines.append(f"… {hidden} more elements not shown")
-        # Focus and selection get lines of their own: they survive a cut outline.
+            outline.append(f"… {hidden} more elements not shown")
+        return "\n".join([*head, *outline, *tail])
+
+    def _pinned_lines(self, room: int) -> list[str]:
+        """Focus and selection, on lines of their own so that they survive a cut
+        outline; as many as fit in ``room`` characters."""
+        assert self.snapshot is not None
+        lines: list[str] = []
         focused = next((n for n in self._refs.values() if "focused" in (n.state or ())), None)
         if focused is not None:
-            lines.append(f"focus: [{focused.ref}] {focused.role} {_quoted(focused.name or '')}")
+            lines.append(f"focus: [{_ref(focused.ref)}] {_role(focused.role)} "
+                         f"{_quoted(focused.name or '')}")  # fmt: skip
         selection = self.snapshot.selection
         if selection is not None and selection.text.strip():
-            lines.append(f"selection: [{selection.ref}] {_quoted(selection.text)}")
-        lines.append("</ui_state>")
-        return "\n".join(lines)
+            lines.append(f"selection: [{_ref(selection.ref)}] {_quoted(selection.text)}")
+        while lines and _size(lines) > room:
+            lines.pop()
+        return lines
 
     def refresh(self, context: LLMContext) -> None:
-        """Replace the previous ``<ui_state>`` message with the current one, at the end."""
-        old, self._message = self._message, None
-        if old is not None:
-            context.transform_messages(lambda messages: [m for m in messages if m is not old])
+        """Replace the previous ``<ui_state>`` message with the current one, framed as
+        page data, just before the user's latest words (at the end before any)."""
+        old = self._message
         text = self.render()
-        if text is not None:
-            self._message = context.add_message(SystemMessage(text))
+        message = page_data(text, UI_SNAPSHOT) if text is not None else None
+
+        def place(messages: list[Message]) -> list[Message]:
+            kept = [m for m in messages if m is not old]
+            if message is not None:
+                kept.insert(_before_last_user_words(kept), message)
+            return kept
+
+        context.transform_messages(place)
+        self._message = message
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+def _before_last_user_words(messages: list[Message]) -> int:
+    """The index of the last message holding words of the user, or the end if none."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if (
+            isinstance(message, UserMessage)
+            and not isinstance(message, PageDataMessage)
+            and message.text_content()
+        ):
+            return index
+    return len(messages)
+
+
+def _ref(ref: str) -> str:
+    return _cut(ref, MAX_REF)
+
+
+def _role(role: str) -> str:
+    return _cut(role, MAX_ROLE)
 
 
 def _walk(node: A11yNode, depth: int) -> Iterator[tuple[A11yNode, int]]:
@@ -143,7 +200,7 @@ def _visible(node: A11yNode, depth: int) -> Iterator[tuple[A11yNode, int]]:
 
 
 def _describe(node: A11yNode) -> str:
-    parts = [f"[{node.ref}] {node.role}"]
+    parts = [f"[{_ref(node.ref)}] {_role(node.role)}"]
     if node.name:
         parts.append(_quoted(node.name))
     if node.value:

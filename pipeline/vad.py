@@ -5,7 +5,10 @@ buffers it into 32 ms windows (512 samples, plus the previous window's last 64 a
 context, as Silero expects) and runs a QUIET → STARTING → SPEAKING → STOPPING state
 machine on the speech probability. Inference goes through :class:`VADBatch`, which runs
 the ready windows of any number of analyzers as ONE call on the process-wide
-:class:`SileroModel`; a single analyzer's :meth:`VADAnalyzer.push` is a batch of one.
+:class:`SileroModel`; a single analyzer's :meth:`VADAnalyzer.push` is a batch of one
+(tests, offline replays). The server's sessions go through
+:class:`pipeline.vad_batcher.VADBatcher`, which batches every session of the loop and
+runs :meth:`VADBatch.infer` in a worker thread.
 
 Threading (the model itself is :mod:`pipeline.silero`): an analyzer or a batch must be
 used by one thread at a time; only
@@ -344,6 +347,16 @@ class VADBatch:
             raise RuntimeError("infer() the staged batch before finishing it")
         for row, (index, analyzer) in enumerate(self._staged):
             results[index] = analyzer.apply(float(probs[row]), new_state[:, row])
+        self._staged.clear()
+        self._probs = self._new_state = None
+        return results
+
+    def fail(self) -> list[list[Event]]:
+        """Drop the staged batch unscored (its inference failed or was cancelled): each
+        window counts as silence and its analyzer keeps its model state."""
+        results: list[list[Event]] = [[] for _ in range(self._requested)]
+        for index, analyzer in self._staged:
+            results[index] = analyzer.apply(0.0, analyzer.recurrent_state.copy())
         self._staged.clear()
         self._probs = self._new_state = None
         return results

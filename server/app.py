@@ -205,6 +205,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if not settings.preload_models:
             loading.cancel()
         logger.info("parley {} ready on {}:{}", __version__, settings.host, settings.port)
+        if app.state.exposure_warning:
+            logger.warning("{}", app.state.exposure_warning)
         try:
             yield
         finally:
@@ -241,6 +243,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     add_metrics(app, ServerMetrics())
     auth.install(app, [key.get_secret_value() for key in settings.api_keys])
+    app.state.exposure_warning = auth.exposure_warning(settings.host, app.state.api_keys.enabled)
     if settings.cors_origins:
         # Outermost, so that preflights and error answers (401, 413) carry CORS headers too.
         app.add_middleware(

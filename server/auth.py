@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -86,6 +87,30 @@ PROTECTED: list[DependsParam] = [Depends(require_api_key)]
 def owns(owner: str | None, caller: str | None) -> bool:
     """Whether ``caller`` may act on something ``owner`` created (open server: always)."""
     return owner == caller
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the server to this machine (127.0.0.0/8, ::1,
+    localhost). Anything else counts as reachable: every interface ("0.0.0.0", "::",
+    ""), an address of a network card, or a name (it may resolve to one)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_warning(host: str, keys: bool) -> str | None:
+    """The warning for a server that anyone on the network may use, else None."""
+    if keys or is_loopback(host):
+        return None
+    return (
+        f"open server on {host or 'every interface'}: no API keys are set, so anyone who "
+        "can reach it can list the calls (addresses, transcripts), end them and push "
+        "messages to them. Set PARLEY_API_KEYS, or bind 127.0.0.1 (PARLEY_HOST)."
+    )
 
 
 def install(app: FastAPI, keys: list[str]) -> None:

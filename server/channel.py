@@ -10,6 +10,7 @@ from typing import Any
 from aiortc import RTCDataChannel
 from loguru import logger
 
+from server import client_json
 from server.rate_limit import TokenBucket
 
 # Larger inbound messages are refused before any parsing (the default of the setting).
@@ -24,23 +25,27 @@ class ChatChannel:
     """Routes ``ping:`` keep-alives, ``signalling`` messages and RTVI JSON to callbacks.
 
     Every inbound message counts as a sign of life (``on_alive``); text that is too large
-    or not JSON goes to ``on_invalid`` with the reason. Past the ``rate`` bucket, messages
-    are dropped unread, and ``on_invalid`` hears of it at most every couple of seconds.
+    or not JSON (``NaN`` is not) goes to ``on_invalid`` with the reason. Past the ``rate``
+    bucket, messages are dropped unread, and ``on_invalid`` hears of it at most every
+    couple of seconds. The callbacks run inside aiortc's SCTP receive loop, which an
+    exception ends with the call: what they raise goes to ``on_error`` instead.
     """
 
     def __init__(
         self,
         on_alive: Callable[[], None],
-        on_signalling: Callable[[dict[str, Any]], None],
+        on_signalling: Callable[[Any], None],
         on_rtvi: Callable[[Any], None],
         on_invalid: Callable[[str], None],
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         rate: TokenBucket | None = None,
+        on_error: Callable[[Exception], None] | None = None,
     ) -> None:
         self._on_alive = on_alive
         self._on_signalling = on_signalling
         self._on_rtvi = on_rtvi
         self._on_invalid = on_invalid
+        self._on_error = on_error
         self._channel: RTCDataChannel | None = None
         self._pending: list[str] = []
         self._max_bytes = max_message_bytes
@@ -87,6 +92,15 @@ class ChatChannel:
             logger.debug("data channel send failed: {}", exc)
 
     def _receive(self, payload: str | bytes) -> None:
+        try:
+            self._serve(payload)
+        except Exception as exc:
+            if self._on_error is None:
+                logger.opt(exception=exc).error("data channel: serving a message failed")
+            else:
+                self._on_error(exc)
+
+    def _serve(self, payload: str | bytes) -> None:
         self._on_alive()
         if self._rate is not None and self._rate.take() > 0:
             self.dropped += 1
@@ -105,13 +119,12 @@ class ChatChannel:
             self.pings += 1
             return
         try:
-            msg = json.loads(text)
+            msg = client_json.loads(text)
         except (ValueError, RecursionError):  # RecursionError: absurdly nested JSON
             self._on_invalid("malformed JSON")
             return
         if isinstance(msg, dict) and msg.get("type") == "signalling":
-            inner = msg.get("message")
-            self._on_signalling(inner if isinstance(inner, dict) else {})
+            self._on_signalling(msg.get("message"))  # validated by the session
             return
         self._on_rtvi(msg)
 

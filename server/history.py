@@ -33,6 +33,11 @@ class History(BaseModel):
     next_before: datetime | None = Field(
         None, description="Pass as `before` for the next (older) page; null on the last page."
     )
+    next_before_id: str | None = Field(
+        None,
+        description="Pass as `before_id` with `next_before`, so that sessions which started "
+        "at the same time as the last one listed are on the next page, not skipped.",
+    )
     storage: str = Field(description="sqlite, or none (live sessions only).")
 
 
@@ -61,10 +66,27 @@ async def get_history(
         datetime | None,
         Query(description="Only sessions started before this time (ISO 8601; UTC if naive)."),
     ] = None,
+    before_id: Annotated[
+        str | None,
+        Query(
+            max_length=256,
+            description="With `before`: also sessions started at exactly that time whose id "
+            "sorts before this one (the previous page's `next_before_id`).",
+        ),
+    ] = None,
 ) -> History:
-    """Sessions, newest first, ended ones included (with API keys: the caller's)."""
+    """Sessions, newest first (ties by id), ended ones included (with API keys: the
+    caller's). Page with ``next_before`` and ``next_before_id``."""
+    if before_id is not None and before is None:
+        raise HTTPException(422, "before_id needs before (pass both from the previous page)")
     if before is not None and before.tzinfo is None:
         before = before.replace(tzinfo=UTC)
-    sessions = await store.list(limit, before.timestamp() if before else None, owner)
-    next_before = sessions[-1].started_at if len(sessions) == limit else None
-    return History(sessions=sessions, next_before=next_before, storage=store.name)
+    timestamp = before.timestamp() if before else None
+    sessions = await store.list(limit, timestamp, owner, before_id)
+    if len(sessions) < limit:
+        return History(sessions=sessions, storage=store.name)
+    last = sessions[-1]
+    return History(
+        sessions=sessions, next_before=last.started_at, next_before_id=last.id,
+        storage=store.name,
+    )  # fmt: skip

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import av
 from aiortc import RTCRtpReceiver
 from aiortc.codecs import get_decoder
 from aiortc.jitterbuffer import JitterBuffer
@@ -46,10 +45,19 @@ class InboundAudio:
 
     The chunks are not cut to a fixed size on purpose: the resampler holds back a few
     samples, so fixed 20 ms frames would each wait for the next packet, 20 ms of latency
-    on every turn and every barge-in. Consumers (VAD, transcriber) take any length."""
+    on every turn and every barge-in. Consumers (VAD, transcriber) take any length.
 
-    def __init__(self, on_frame: Callable[[bytes], None]) -> None:
+    ``put`` runs inside aiortc's DTLS receive loop, which an exception ends (and the call
+    with it). So nothing raises out of it: a frame that fails to decode is dropped and
+    counted, and what ``on_frame`` raises goes to ``on_error`` (logged when unset)."""
+
+    def __init__(
+        self,
+        on_frame: Callable[[bytes], None],
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
         self.on_frame = on_frame
+        self.on_error = on_error
         self.decode_errors = 0
         self._opus = CodecContext.create("libopus", "r")
         self._opus.format = "s16"
@@ -79,14 +87,24 @@ class InboundAudio:
                 self._other = self._other or get_decoder(codec)
                 decoded = self._other.decode(encoded)
             frames = [out for frame in decoded for out in self._resampler.resample(frame)]
-        except av.FFmpegError as exc:
+        except Exception as exc:  # FFmpeg's errors, or a codec aiortc cannot decode
             self.decode_errors += 1
             if self.decode_errors == 1:
-                logger.warning("inbound audio: a frame failed to decode: {}", exc)
+                logger.warning("inbound audio: a frame failed to decode: {!r}", exc)
             return
         for frame in frames:
             if frame.samples:
-                self.on_frame(bytes(memoryview(frame.planes[0])[: frame.samples * 2]))
+                pcm = bytes(memoryview(frame.planes[0])[: frame.samples * 2])
+                try:
+                    self.on_frame(pcm)
+                except Exception as exc:
+                    self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        if self.on_error is None:
+            logger.opt(exception=exc).error("inbound audio: the frame handler failed")
+        else:
+            self.on_error(exc)
 
     def get(self) -> None:
         """What the receiver's decoder thread asks for first: None, so it ends."""

@@ -91,11 +91,21 @@ class MemoryTranscriptStore:
         return record.model_copy(deep=True) if record else None
 
     async def list(
-        self, limit: int = 50, before: float | None = None, credential: str | None = None
+        self,
+        limit: int = 50,
+        before: float | None = None,
+        credential: str | None = None,
+        before_id: str | None = None,
     ) -> list[SessionSummary]:
-        records = sorted(self._records.values(), key=lambda r: r.started_at, reverse=True)
+        records = sorted(self._records.values(), key=lambda r: (r.started_at, r.id), reverse=True)
         if before is not None:
-            records = [r for r in records if r.started_at < from_us(to_us(before))]
+            # (time, id) is the ordering's keyset: with before_id, sessions that started in
+            # the same microsecond as the last one listed are not skipped.
+            cursor = (from_us(to_us(before)), before_id)
+            if before_id is None:
+                records = [r for r in records if r.started_at < cursor[0]]
+            else:
+                records = [r for r in records if (r.started_at, r.id) < cursor]
         if credential is not None:
             records = [r for r in records if r.client.get("credential") == credential]
         fields = set(SessionSummary.model_fields)

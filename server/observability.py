@@ -39,6 +39,7 @@ from pipeline.messages import Usage
 from pipeline.turn_scorer import Score, TurnScorer
 from server import __version__, auth
 from server.loop_lag import LoopLagMonitor
+from server.process_stats import process_start_time
 from server.prometheus import CONTENT_TYPE, Registry
 from server.registry import SessionRegistry
 from server.rtvi import RTVIError
@@ -80,7 +81,7 @@ class ServerMetrics:
         self.errors = r.counter(
             "parley_errors_total",
             "Errors by kind: stt, llm, tts (a failed model call), rtvi (a bad client "
-            "message), http_5xx.",
+            "message), handler (a session's handler raised; the call went on), http_5xx.",
             ["kind"],
         )
         self.voice_to_voice = r.histogram(
@@ -239,6 +240,7 @@ class SessionObserver:
         events.on(BotResumed, self._resumed)
         events.on(UserTurnMerged, lambda _: metrics.merged_turns.inc())
         session.rtvi.error_listeners.append(self._rtvi_error)
+        session.faults.listeners.append(lambda _where: metrics.errors.labels("handler").inc())
 
     def _speech_stopped(self, event: SpeechStopped) -> None:
         self._speech_end = event.t
@@ -367,7 +369,6 @@ def _asyncio_tasks() -> float | None:
 
 
 def _process_gauges(r: Registry) -> None:
-    started = time.time()
     r.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", function=_rss_bytes)
     r.gauge("process_open_fds", "Number of open file descriptors.", function=_open_fds)
     r.counter_function(
@@ -378,7 +379,7 @@ def _process_gauges(r: Registry) -> None:
     r.gauge(
         "process_start_time_seconds",
         "Start time, seconds since the epoch.",
-        function=lambda: started,
+        function=process_start_time,
     )
     r.gauge(
         "parley_threads", "OS threads of the process (model pools included).", function=_threads

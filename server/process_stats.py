@@ -13,8 +13,10 @@ import asyncio
 import os
 import resource
 import threading
+import time
 import weakref
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,8 @@ from aiortc import RTCPeerConnection
 
 _PROC = Path("/proc/self")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# The best guess at the process's start where the kernel does not say (see below).
+_IMPORTED = time.time()
 
 # Process-wide by nature: every peer connection this process made and still holds.
 _peer_connections: weakref.WeakSet[RTCPeerConnection] = weakref.WeakSet()
@@ -44,6 +48,34 @@ class ProcessStats:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@cache
+def process_start_time() -> float:
+    """When this process started, in seconds since the epoch (Prometheus'
+    ``process_start_time_seconds``): a restart shows as a jump, and uptime is now minus it.
+
+    Read from the kernel, not taken at import: the imports and the model loading happen
+    after the process began, and the metric must say when it did. ``/proc/self/stat``'s
+    field 22 is the start in clock ticks since boot, on the boot-time clock; where that
+    clock or ``/proc`` is missing, the boot time from ``/proc/stat`` (whole seconds), and
+    last the time this module was imported.
+    """
+    try:
+        stat = (_PROC / "stat").read_text()
+        # Fields after the command name, which is in parentheses and may hold spaces.
+        ticks = int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, AttributeError):
+        return _IMPORTED
+    if hasattr(time, "CLOCK_BOOTTIME"):
+        return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks)
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1]) + ticks
+    except (OSError, ValueError):
+        pass
+    return _IMPORTED
 
 
 def rss_bytes() -> int:

@@ -44,6 +44,12 @@ class Readiness:
         self.checks: list[tuple[str, Check]] = []
 
     def add(self, name: str, check: Check) -> None:
+        """Register ``check`` under ``name``, which must be new: the names key ``/ready``'s
+        answer, so a second check under a taken name would hide one of the two results."""
+        if not name.strip():
+            raise ValueError("a readiness check needs a name")
+        if any(taken == name for taken, _check in self.checks):
+            raise ValueError(f"a readiness check named {name!r} is already registered")
         self.checks.append((name, check))
 
     async def run(self) -> list[CheckResult]:

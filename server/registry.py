@@ -146,6 +146,8 @@ class SessionRegistry:
         """Close every session; ``error`` is told to each client as a fatal RTVI error."""
         sessions = list(self.sessions.values())
         await asyncio.gather(*(s.close(reason, error) for s in sessions), return_exceptions=True)
+        # And any close task still finishing (request_close: liveness, hang-ups).
+        await asyncio.gather(*Session.closing, return_exceptions=True)
 
     # -- /start ----------------------------------------------------------------------
 

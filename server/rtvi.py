@@ -13,9 +13,9 @@ carries the message id (when there was one) so the answer can be an ``error-resp
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from pipeline.ui_protocol import UICancelJobGroupData, UIEventData, UISnapshotData
 from server.rtvi_messages import (
@@ -32,12 +32,16 @@ SUPPORTED_MAJORS = (1, 2)
 
 
 class RTVIError(Exception):
-    """A client message that cannot be served; ``msg_id`` is set when the message had one."""
+    """A client message that cannot be served; ``msg_id`` is set when the message had one.
 
-    def __init__(self, error: str, msg_id: str | None = None) -> None:
+    ``reason`` names the kind of error without the particulars (which may come from the
+    client): records count errors by it. By default, the text before the first colon."""
+
+    def __init__(self, error: str, msg_id: str | None = None, reason: str | None = None) -> None:
         super().__init__(error)
         self.error = error
         self.msg_id = msg_id
+        self.reason = reason if reason is not None else error.split(":", 1)[0]
 
 
 class Envelope(BaseModel):
@@ -51,23 +55,29 @@ class Envelope(BaseModel):
     data: dict[str, Any] | None = None
 
 
+# The longest name or version a client's self-description keeps: the session listing
+# shows them to every caller, and a real one is a few dozen characters.
+MAX_ABOUT_CHARS = 200
+# Cut rather than refused: an odd client still gets its bot-ready.
+Short = Annotated[str, AfterValidator(lambda text: text[:MAX_ABOUT_CHARS])]
+
+
 class AboutClient(BaseModel):
-    """What the client says about itself in ``client-ready``."""
+    """What the client says about itself in ``client-ready`` (the rest is ignored)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="ignore")
 
-    library: str
-    library_version: str | None = None
-    platform: str | None = None
-    platform_version: str | None = None
-    platform_details: Any | None = None
+    library: Short
+    library_version: Short | None = None
+    platform: Short | None = None
+    platform_version: Short | None = None
 
 
 class ClientReadyData(BaseModel):
     """``client-ready``. Both fields are optional here so that an old or odd client is
     still answered with ``bot-ready`` (after an ``error-response`` about the version)."""
 
-    version: str | None = None
+    version: Short | None = None
     about: AboutClient | None = None
 
 

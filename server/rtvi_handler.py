@@ -124,6 +124,8 @@ class RTVIHandler:
         self.ready = False
         # Told of every error reported to the client (the record keeps them, metrics count them).
         self.error_listeners: list[Callable[[RTVIError], None]] = []
+        # Told of a fault of ours while serving a message (a bug, not the client's error).
+        self.on_fault: Callable[[str, Exception], None] | None = None
 
     def handle(self, raw: Any) -> None:
         """Serve one decoded data-channel message."""
@@ -148,7 +150,7 @@ class RTVIHandler:
                 try:
                     self._session.client_tool_result(data)
                 except ClientToolError as exc:
-                    raise RTVIError(str(exc), envelope.id) from None
+                    raise RTVIError(str(exc), envelope.id, "client tool result refused") from None
             elif envelope.type in UI_CLIENT_TYPES:
                 self._session.handle_ui(envelope.type, envelope.id, data)
             elif envelope.type == "disconnect-bot":
@@ -158,7 +160,7 @@ class RTVIHandler:
         except Exception as exc:
             # Raised into aiortc's data-channel callback it would end the association:
             # a bug serving one message must cost that message only.
-            logger.opt(exception=exc).error("rtvi: serving a message failed")
+            self._fault("serving a message", exc)
             msg_id = raw.get("id") if isinstance(raw, dict) else None
             self.report(RTVIError("internal error", msg_id if isinstance(msg_id, str) else None))
 
@@ -166,11 +168,20 @@ class RTVIHandler:
         """Tell the client what was wrong: ``error-response`` when there is an id to answer."""
         logger.debug("rtvi: {}", exc.error)
         for listener in self.error_listeners:
-            listener(exc)
+            try:
+                listener(exc)
+            except Exception as fault:  # a broken listener must not keep the client untold
+                self._fault("an RTVI error listener", fault)
         if exc.msg_id is not None:
             self._session.send(rtvi.error_response(exc.msg_id, exc.error))
         else:
             self._session.send(rtvi.error(exc.error))
+
+    def _fault(self, where: str, exc: Exception) -> None:
+        if self.on_fault is not None:
+            self.on_fault(where, exc)
+        else:
+            logger.opt(exception=exc).error("rtvi: {} failed", where)
 
     def _client_ready(self, envelope: Envelope, data: ClientReadyData) -> None:
         if rtvi.version_major(data.version) not in rtvi.SUPPORTED_MAJORS:
@@ -180,6 +191,7 @@ class RTVIHandler:
                     f"unsupported RTVI version {data.version!r}; "
                     f"this server speaks {rtvi.PROTOCOL_VERSION} (majors 1 and 2)",
                     envelope.id,
+                    "unsupported RTVI version",
                 )
             )
         self._session.set_client(data)
@@ -190,15 +202,18 @@ class RTVIHandler:
     async def _client_message(self, msg_id: str, data: ClientMessageData) -> None:
         handler = self._handlers.get(data.t)
         if handler is None:
-            self.report(RTVIError(f"no handler for client-message {data.t!r}", msg_id))
+            error = f"no handler for client-message {data.t!r}"
+            self.report(RTVIError(error, msg_id, "no handler for client-message"))
             return
         try:
             async with asyncio.timeout(CLIENT_MESSAGE_TIMEOUT):
                 result = await handler(self._session, data.d)
         except TimeoutError:
-            self.report(RTVIError(f"client-message {data.t!r} timed out", msg_id))
+            error = f"client-message {data.t!r} timed out"
+            self.report(RTVIError(error, msg_id, "client-message timed out"))
         except Exception as exc:
             logger.exception("client-message handler {!r} failed", data.t)
-            self.report(RTVIError(f"client-message {data.t!r} failed: {exc}", msg_id))
+            error = f"client-message {data.t!r} failed: {exc}"
+            self.report(RTVIError(error, msg_id, "client-message failed"))
         else:
             self._session.send(rtvi.server_response(msg_id, data.t, result))

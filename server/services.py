@@ -110,7 +110,7 @@ def build_services(settings: Settings) -> Services:
         )
     )
     llm: LLMService = (
-        LocalLLM(embedded, max_tokens=settings.llm_max_tokens)
+        LocalLLM(embedded, max_tokens=settings.llm_token_limit() or 80)
         if settings.provider("llm") == "local"
         else OpenAILLM(
             settings.llm_model,
@@ -119,6 +119,7 @@ def build_services(settings: Settings) -> Services:
             supports_tools=settings.llm_supports_tools,
             first_token_timeout=settings.llm_timeout,
             chunk_timeout=settings.llm_timeout,
+            max_tokens=settings.llm_token_limit(),
             breaker=breaker("llm"),
         )
     )

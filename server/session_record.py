@@ -3,12 +3,19 @@
 The recorder observes the conversation's events (as the RTVI observer does) and writes
 each turn the moment it completes, so a crash loses at most the turn in flight. Store
 writes return at once, so the handlers stay quick.
+
+Client messages the server rejected (RTVI errors) are not an event each: a client can
+send a bad message 20 times a second (the allowed rate), and each write is a commit on
+disk. They are counted by reason and written as one ``rejected-messages`` event at most
+every ``REJECTED_FLUSH_SECONDS``, and at the end.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pipeline.conversation import Conversation
@@ -30,6 +37,12 @@ from server.transcripts import TranscriptStore
 if TYPE_CHECKING:
     from server.sessions import ClientInfo
 
+REJECTED_FLUSH_SECONDS = 5.0
+# Reasons counted in one flush, "other" (all the rest) included: reasons are short fixed
+# texts, but a few name what the client sent.
+MAX_REJECTED_REASONS = 16
+MAX_REASON_CHARS = 100
+
 
 class SessionRecorder:
     """Writes one session's turns, events, usage and end to ``store``."""
@@ -41,6 +54,7 @@ class SessionRecorder:
         start_id: str | None,
         client: ClientInfo,
         clock: Callable[[], float] = time.time,
+        rejected_flush_seconds: float = REJECTED_FLUSH_SECONDS,
     ) -> None:
         self.store = store
         self.session_id = session_id
@@ -48,6 +62,11 @@ class SessionRecorder:
         self._totals = SessionMetrics()
         self._answer = SessionMetrics()  # the figures of the answer being given
         self._closed = False
+        self._rejected: dict[str, int] = {}
+        self._rejected_example: dict[str, str] = {}
+        self._rejected_since = 0.0
+        self._flush_seconds = rejected_flush_seconds
+        self._flush_timer: asyncio.TimerHandle | None = None
         store.open_session(session_id, start_id, vars(client).copy(), clock())
 
     def observe(self, conversation: Conversation) -> None:
@@ -72,14 +91,44 @@ class SessionRecorder:
         """The client said who it is (``client-ready``)."""
         self.store.update_client(self.session_id, vars(client).copy())
 
-    def rtvi_error(self, error: str) -> None:
-        """The client was told something it sent was wrong."""
-        self._event("rtvi-error", {"error": error})
+    def rejected(self, reason: str, error: str) -> None:
+        """The client was told something it sent was wrong (``reason``: the kind, ``error``:
+        what it was told); counted, written within ``rejected_flush_seconds``."""
+        if self._closed:
+            return
+        counts = self._rejected
+        if not counts:
+            self._rejected_since = self._clock()
+        reason = reason[:MAX_REASON_CHARS]
+        if reason not in counts and len(counts) >= MAX_REJECTED_REASONS - 1:
+            reason = "other"
+        counts[reason] = counts.get(reason, 0) + 1
+        self._rejected_example.setdefault(reason, error[:200])
+        if self._flush_timer is None:
+            loop = asyncio.get_running_loop()
+            self._flush_timer = loop.call_later(self._flush_seconds, self.flush_rejected)
+
+    def flush_rejected(self) -> None:
+        """Write the rejected messages counted so far as one event (if there were any)."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if not self._rejected:
+            return
+        data = {
+            "counts": self._rejected,
+            "examples": self._rejected_example,
+            "total": sum(self._rejected.values()),
+            "since": datetime.fromtimestamp(self._rejected_since, UTC).isoformat(),
+        }
+        self._rejected, self._rejected_example = {}, {}
+        self._event("rejected-messages", data)
 
     def close(self, reason: str) -> None:
         """The session ended: its end, reason and final usage (once)."""
         if self._closed:
             return
+        self.flush_rejected()
         self._closed = True
         self.store.close_session(self.session_id, reason, self._clock(), self._usage())
 

@@ -2,7 +2,9 @@
 
 A session owns every task it starts; closing it (hang-up, DELETE, a failed peer, lost
 liveness, shutdown) cancels and awaits them, closes the peer connection and removes it
-from the registry. Nothing is left behind.
+from the registry. Nothing is left behind, even when a closing step raises or hangs.
+Our handlers that aiortc calls (media, data channel, playout) report what they raise to
+``faults`` instead of raising into aiortc, which would end the call.
 """
 
 from __future__ import annotations
@@ -14,18 +16,19 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from aiortc import RTCRtpReceiver, RTCSessionDescription
 from loguru import logger
 
-from server import rtvi
+from server import channel_signalling, rtvi
 from server.channel import ChatChannel
 from server.inbound_audio import InboundAudio, set_jitter_prefetch
 from server.rate_limit import TokenBucket
 from server.rtvi import ClientReadyData, FunctionCallResultData, RTVIError, SendTextData
 from server.rtvi_handler import ClientMessageHandler, RTVIHandler
 from server.services import Services
+from server.session_faults import SessionFaults
 from server.session_record import SessionRecorder
 from server.settings import Settings
 from server.system_log import SystemLogForwarder, session_context
@@ -34,7 +37,7 @@ from server.ui_worker import UIEventHandler, UIWorker
 from server.voice import VoiceSession
 from server.webrtc import PacedAudioTrack, create_peer_connection, release_peer_connection
 
-# How long closing may wait for the peer connection to shut down.
+# How long each closing step (the pipeline, the tasks, the peer connection) may take.
 CLOSE_TIMEOUT = 5.0
 
 
@@ -85,6 +88,9 @@ def _iso(wall: float) -> str:
 class Session:
     """One call: peer connection, data channel, RTVI handler, audio in and out."""
 
+    # Close tasks still running: asyncio keeps only weak references to tasks.
+    closing: ClassVar[set[asyncio.Task[None]]] = set()
+
     def __init__(
         self,
         pc_id: str,
@@ -109,8 +115,10 @@ class Session:
         self.created_at = time.time()
         self.last_activity = time.monotonic()
         self.audio_frames_in = 0
-        self.track_status: dict[str, Any] = {}
+        # By receiver index, validated (server/channel_signalling.py): at most 16 booleans.
+        self.track_status: dict[str, bool] = {}
         self.candidates_added = 0
+        self.faults = SessionFaults(pc_id)
 
         self.pc = create_peer_connection(settings.ice_servers)
         self._jitter_frames = settings.audio_jitter_frames
@@ -122,10 +130,15 @@ class Session:
             on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
             max_message_bytes=settings.max_message_bytes,
             rate=TokenBucket(settings.message_rate, settings.message_burst),
+            on_error=lambda exc: self.faults.report("data channel", exc),
         )
         self.rtvi = RTVIHandler(self, handlers, max_text_chars=settings.max_text_chars)
+        self.rtvi.on_fault = self.faults.report
         self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, ui_event_handlers)
         self.voice = VoiceSession(services, settings, self.outbound, self.send, ui=self.ui)
+        self.voice.conversation.events.on_error = self._event_handler_failed
+        self.voice.on_fault = self.faults.report
+        self.outbound.on_error = lambda exc: self.faults.report("playout", exc)
         self.system_log: SystemLogForwarder | None = None
         if settings.rtvi_system_log != "off":
             self.system_log = SystemLogForwarder(pc_id, self.send, settings.rtvi_system_log)
@@ -135,7 +148,7 @@ class Session:
         if store is not None:
             record = self.record = SessionRecorder(store, pc_id, start_id, client)
             record.observe(self.voice.conversation)
-            self.rtvi.error_listeners.append(lambda exc: record.rtvi_error(exc.error))
+            self.rtvi.error_listeners.append(lambda exc: record.rejected(exc.reason, exc.error))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._inbound: dict[RTCRtpReceiver, InboundAudio] = {}
         self._negotiating = asyncio.Lock()
@@ -181,8 +194,9 @@ class Session:
                 receiver = transceiver.receiver
                 set_jitter_prefetch(receiver, self._jitter_frames)
                 if receiver not in self._inbound:
-                    self._inbound[receiver] = InboundAudio(self._on_audio)
-                    self._inbound[receiver].attach(receiver)
+                    inbound = InboundAudio(self._on_audio, self._audio_handler_failed)
+                    self._inbound[receiver] = inbound
+                    inbound.attach(receiver)
                 if transceiver.sender.track is None:
                     transceiver.sender.replaceTrack(self.outbound)
                 transceiver.direction = "sendrecv"
@@ -206,6 +220,12 @@ class Session:
         self.audio_frames_in += 1
         self.voice.push_audio(frame)
 
+    def _audio_handler_failed(self, exc: Exception) -> None:
+        self.faults.report("inbound audio", exc)
+
+    def _event_handler_failed(self, exc: Exception, event: Any) -> None:
+        self.faults.report(f"{type(event).__name__} handler", exc)
+
     def _on_connection_state(self) -> None:
         state = self.pc.connectionState
         logger.debug("session {}: peer connection {}", self.pc_id, state)
@@ -214,9 +234,13 @@ class Session:
         elif state in ("failed", "closed"):
             self.request_close(f"peer connection {state}")
 
-    def _on_signalling(self, message: dict[str, Any]) -> None:
-        if message.get("type") == "trackStatus":
-            self.track_status[str(message.get("receiver_index"))] = message.get("enabled")
+    def _on_signalling(self, message: Any) -> None:
+        try:
+            status = channel_signalling.parse(message)
+        except RTVIError as exc:
+            self.rtvi.report(exc)
+            return
+        self.track_status[str(status.receiver_index)] = status.enabled
 
     def _on_rtvi(self, raw: Any) -> None:
         with session_context(self.pc_id):
@@ -269,8 +293,10 @@ class Session:
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.opt(exception=task.exception()).error("session task {} failed", task.get_name())
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            name = task.get_name().partition(":")[2]
+            self.faults.report(f"task {name}", exc)
             self.rtvi.report(RTVIError(f"internal error in {task.get_name()}"))
 
     # -- closing ------------------------------------------------------------------
@@ -284,12 +310,14 @@ class Session:
 
     def request_close(self, reason: str, error: str | None = None) -> None:
         """Start closing (idempotent); returns at once. With ``error``, the client is told
-        first with a fatal RTVI ``error`` (the session ends because of it)."""
+        first with a fatal RTVI ``error`` (the session ends because of it). The task stays
+        in ``Session.closing`` until done (the registry awaits them at shutdown)."""
         if self._close_task is None:
             with session_context(self.pc_id):
-                self._close_task = asyncio.create_task(
-                    self._close(reason, error), name=f"close:{self.pc_id}"
-                )
+                task = asyncio.create_task(self._close(reason, error), name=f"close:{self.pc_id}")
+            self._close_task = task
+            Session.closing.add(task)
+            task.add_done_callback(Session.closing.discard)
 
     async def close(self, reason: str, error: str | None = None) -> None:
         """Close and wait until everything the session owned is gone."""
@@ -301,34 +329,50 @@ class Session:
         self.state = SessionState.CLOSING
         self.close_reason = reason
         logger.info("session {} closing: {}", self.pc_id, reason)
+        try:
+            await self._close_step("saying goodbye", self._say_goodbye(error))
+            await self._close_step("closing the voice pipeline", self.voice.close())
+            await self._close_step("ending the session's tasks", self._end_tasks())
+            if self.system_log is not None:
+                self._close_call("closing the system log", self.system_log.close)
+            self._close_call("stopping the outbound track", self.outbound.stop)
+            await self._close_step("closing the peer connection", self.pc.close())
+            self._close_call("releasing the peer connection", release_peer_connection, self.pc)
+        finally:
+            # Whatever failed above (or a cancellation): the session ends closed, its end
+            # recorded, and out of the registry, so its slot is free.
+            self.state = SessionState.CLOSED
+            if self.record is not None:
+                self._close_call("recording the end", self.record.close, reason)
+            self.closed.set()
+            if self._on_closed is not None:
+                self._close_call("leaving the registry", self._on_closed, self)
+
+    async def _close_step(self, what: str, step: Coroutine[Any, Any, Any]) -> None:
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await step
+        except Exception as exc:  # TimeoutError included: the next steps run anyway
+            self.faults.report(f"close: {what}", exc)
+
+    def _close_call(self, what: str, step: Callable[..., Any], *args: Any) -> None:
+        try:
+            step(*args)
+        except Exception as exc:
+            self.faults.report(f"close: {what}", exc)
+
+    async def _say_goodbye(self, error: str | None) -> None:
         if self.channel.is_open:
             if error is not None:
                 self.channel.send(rtvi.error(error, fatal=True))
-            self.channel.send({"type": "signalling", "message": {"type": "peerLeft"}})
+            self.channel.send(channel_signalling.peer_left())
             await asyncio.sleep(0.05)  # let SCTP send it before the transport goes
-        try:
-            await self.voice.close()
-        except Exception as exc:
-            logger.warning("session {}: closing the voice pipeline: {!r}", self.pc_id, exc)
+
+    async def _end_tasks(self) -> None:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self.system_log is not None:
-            self.system_log.close()
-        self.outbound.stop()
-        try:
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                await self.pc.close()
-        except Exception as exc:
-            logger.warning("session {}: peer connection close: {!r}", self.pc_id, exc)
-        release_peer_connection(self.pc)
-        self.state = SessionState.CLOSED
-        if self.record is not None:
-            self.record.close(reason)
-        self.closed.set()
-        if self._on_closed is not None:
-            self._on_closed(self)
 
     # -- reporting --------------------------------------------------------------------
 

@@ -54,7 +54,12 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PARLEY_", extra="ignore")
 
-    host: str = Field("0.0.0.0", description="Address the HTTP server binds to.")
+    host: str = Field(
+        "127.0.0.1",
+        description="Address the HTTP server binds to. Loopback by default: an open server "
+        "(no api_keys) lets anyone who reaches it read and end every call. 0.0.0.0: every "
+        "interface (the container image sets it).",
+    )
     port: int = Field(7860, ge=0, le=65535, description="HTTP port.")
     log_level: Literal["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_json: bool = Field(
@@ -339,8 +344,12 @@ class Settings(BaseSettings):
     stt_model: str = "whisper-1"
     tts_model: str = "gpt-4o-mini-tts"
     tts_voice: str = "alloy"
-    llm_max_tokens: int = Field(
-        80, ge=8, le=400, description="Longest answer of the embedded LLM, in tokens (spoken!)."
+    llm_max_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="Longest answer of the LLM, in tokens (spoken!). Unset: 80 for the "
+        "embedded LLM (which takes 8 to 400), 1024 for the OpenAI-compatible one; 0 or "
+        "empty: the OpenAI-compatible LLM is sent no max_tokens.",
     )
     llm_supports_tools: bool = Field(
         True, description="Whether the OpenAI-compatible LLM can call tools."
@@ -353,6 +362,11 @@ class Settings(BaseSettings):
     )
     tts_timeout: float = Field(
         10.0, gt=0, description="Seconds to the first audio of a sentence, or between chunks."
+    )
+    tts_ahead_seconds: float = Field(
+        3.0,
+        ge=0,
+        description="Seconds of speech synthesized ahead of playout at most (0: no limit).",
     )
     circuit_failure_threshold: int = Field(
         5,
@@ -373,6 +387,25 @@ class Settings(BaseSettings):
             if not 0 <= low <= high:
                 raise ValueError(f"{name} must be [sure-done, sure-not-done] with 0 <= a <= b")
         return self
+
+    @field_validator("llm_max_tokens", mode="before")
+    @classmethod
+    def _empty_means_no_limit(cls, value: Any) -> Any:
+        return 0 if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _llm_max_tokens_fits(self) -> Settings:
+        tokens = self.llm_max_tokens
+        if self.provider("llm") == "local" and tokens is not None and not 8 <= tokens <= 400:
+            raise ValueError("llm_max_tokens must be 8 to 400 for the embedded LLM")
+        return self
+
+    def llm_token_limit(self) -> int | None:
+        """The ``max_tokens`` of the LLM in use (its default when unset); None: send none."""
+        if self.provider("llm") == "local":
+            return self.llm_max_tokens or 80
+        # A cap on a runaway answer, far above a spoken one (which the prompt keeps short).
+        return 1024 if self.llm_max_tokens is None else self.llm_max_tokens or None
 
     def provider(self, role: Literal["stt", "llm", "tts"]) -> Literal["local", "openai"]:
         """Which implementation serves ``role``, resolving "auto"."""

@@ -13,14 +13,20 @@ from typing import Annotated, Any, Literal
 
 from aiortc.sdp import candidate_from_sdp
 from fastapi import APIRouter, Depends, HTTPException, Request
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from server.auth import Owner, owns
+from server.channel_signalling import MAX_RECEIVERS
+from server.client_json import check_depth
 from server.registry import SessionRegistry
 from server.sessions import CapacityError, ClientInfo, OfferError
 from server.settings import IceServer
 
 router = APIRouter(tags=["signalling"])
+
+# App data a client sends with a session; kept with it and listed by GET /api/sessions,
+# so nested no deeper than the listing can serialize (server/client_json.py).
+AppData = Annotated[Any, AfterValidator(check_depth)]
 
 
 class OfferRequest(BaseModel):
@@ -32,10 +38,10 @@ class OfferRequest(BaseModel):
     type: Literal["offer"] = "offer"
     pc_id: str | None = Field(None, description="A previous answer's pc_id, to renegotiate.")
     restart_pc: bool = Field(False, description="Replace the peer connection under pc_id.")
-    request_data: Any = Field(
+    request_data: AppData = Field(
         None,
         validation_alias=AliasChoices("requestData", "request_data"),
-        description="App data for the session (kept with it).",
+        description="App data for the session (kept with it; at most 32 levels deep).",
     )
 
 
@@ -77,9 +83,14 @@ class StartRequest(BaseModel):
 
     transport: str | None = None
     enableDefaultIceServers: bool = False
-    request_data: Any = Field(
+    request_data: AppData = Field(
         None, validation_alias=AliasChoices("requestData", "request_data", "body")
     )
+
+    @model_validator(mode="after")
+    def _shallow_extra(self) -> StartRequest:
+        check_depth(self.model_extra)  # the body itself may be the app's data
+        return self
 
     def app_data(self) -> Any:
         """The app's data for the session, wherever the client put it."""
@@ -115,7 +126,7 @@ Registry = Annotated[SessionRegistry, Depends(get_registry)]
 
 # Media sections an offer may have: a browser sends 2 or 3 (audio, camera, screen); each
 # costs a transceiver, so thousands of them would be a cheap way to load the server.
-MAX_MEDIA_SECTIONS = 16
+MAX_MEDIA_SECTIONS = MAX_RECEIVERS
 
 
 def check_sdp(sdp: str, max_bytes: int = 32768) -> None:

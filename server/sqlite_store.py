@@ -1,26 +1,27 @@
 """Session records in SQLite: one file under the data dir, written by one thread.
 
-The connection belongs to a single worker thread; every write and read is a job for it,
-so the event loop never waits on the disk and jobs run in the order they were made (a
-read sees every write before it). Each write is its own transaction in WAL mode with
-``synchronous=FULL``: once a turn's job has run it survives a crash of the process or
-of the machine. A lock file keeps a second server off the same data dir, which is what
+The connection belongs to a single writer thread (:mod:`server.transcript_writer`); every
+write and read is a job for it, so the event loop never waits on the disk and jobs run in
+the order they were made (a read sees every write before it). Writes are grouped into
+transactions in WAL mode with ``synchronous=FULL``, each committed as soon as the writer
+has caught up: once a turn's group has committed it survives a crash of the process or
+of the machine. The writer's queue is bounded; producers wait when it is full, and no
+write is dropped. A lock file keeps a second server off the same data dir, which is what
 makes it safe to close, at start-up, the records a crash left open.
 """
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import json
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any, Literal, TypeVar
+from typing import IO, Any, Literal
 
 from loguru import logger
 
+from server.transcript_writer import MAX_BATCH, MAX_QUEUE, TranscriptWriter, transaction
 from server.transcripts import (
     RecordedEvent,
     SessionRecord,
@@ -49,7 +50,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     usage TEXT NOT NULL DEFAULT '{}',
     turn_count INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS sessions_by_start ON sessions (started_us);
+-- History pages by the keyset (started_us, id); this index replaced one on started_us.
+DROP INDEX IF EXISTS sessions_by_start;
+CREATE INDEX IF NOT EXISTS sessions_by_start_key ON sessions (started_us, id);
 CREATE INDEX IF NOT EXISTS sessions_by_end ON sessions (ended_us);
 CREATE INDEX IF NOT EXISTS sessions_by_start_id ON sessions (start_id);
 CREATE TABLE IF NOT EXISTS entries (
@@ -63,8 +66,6 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_by_session ON entries (session_id, seq);
 """
-
-T = TypeVar("T")
 
 
 def dump(data: Any) -> str:
@@ -83,28 +84,28 @@ class SQLiteTranscriptStore:
 
     name = "sqlite"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path, *, max_queue: int = MAX_QUEUE, max_batch: int = MAX_BATCH
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / DB_NAME
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="transcripts")
-        self._db: sqlite3.Connection | None = None  # used on the worker thread only
+        self._writer = TranscriptWriter(max_queue=max_queue, max_batch=max_batch)
         self._lock: IO[str] | None = None
         self._closed = False
-        # Counted on the loop thread and on the worker thread respectively, so no race.
-        self._submitted = 0
-        self._done = 0
-        self.failed_writes = 0
-        self.last_write_ok = True
-        self.last_error: str | None = None  # the latest failure, kept after recovery
+
+    @property
+    def _db(self) -> sqlite3.Connection | None:
+        """The connection (on the writer thread only)."""
+        return self._writer.db
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
         try:
-            recovered = await self._call(self._open)
+            recovered = await self._writer.call(self._open)
         except (OSError, sqlite3.Error, StorageError) as exc:
-            await self._call(self._release)
-            self._executor.shutdown(wait=True)
+            await self._writer.call(self._release)
+            await self._writer.stop()
             self._closed = True
             raise StorageError(
                 f"cannot keep transcripts in {self.path}: {exc}. Set PARLEY_DATA_DIR to a "
@@ -122,7 +123,7 @@ class SQLiteTranscriptStore:
         except BlockingIOError:
             raise StorageError(f"another Parley server uses {self.data_dir}") from None
         db = sqlite3.connect(self.path, isolation_level=None)
-        self._db = db
+        self._writer.db = db
         if db.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
             raise sqlite3.OperationalError("the database refused WAL mode")
         db.execute("PRAGMA synchronous=FULL")
@@ -140,9 +141,9 @@ class SQLiteTranscriptStore:
         ).rowcount
 
     def _release(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self._writer.db is not None:
+            self._writer.db.close()
+            self._writer.db = None
         if self._lock is not None:
             self._lock.close()  # also releases the flock
             self._lock = None
@@ -151,56 +152,18 @@ class SQLiteTranscriptStore:
         if self._closed:
             return
         self._closed = True
-        await self._call(self._release)
-        self._executor.shutdown(wait=True)
+        await self._writer.call(self._release)  # after every write queued before it
+        await self._writer.stop()
 
     def status(self) -> dict[str, Any]:
-        return {
-            "backend": self.name,
-            "path": str(self.path),
-            "ok": self.last_write_ok,
-            "pending_writes": self._submitted - self._done,
-            "failed_writes": self.failed_writes,
-            "last_error": self.last_error,
-        }
-
-    # -- jobs on the worker thread --------------------------------------------------------
-
-    async def _call(self, job: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, job, *args)
+        return {"backend": self.name, "path": str(self.path), **self._writer.figures()}
 
     def _submit(self, job: Callable[..., None], *args: Any) -> None:
         """Queue a write; it runs after every write queued before it."""
         if self._closed:
             logger.warning("transcript store closed: a {} was dropped", job.__name__)
             return
-        self._submitted += 1
-        self._executor.submit(self._write, job, *args)
-
-    def _write(self, job: Callable[..., None], *args: Any) -> None:
-        try:
-            self._transaction(job, *args)
-            self.last_write_ok = True
-        except Exception as exc:
-            self.last_write_ok = False
-            self.failed_writes += 1
-            self.last_error = f"{job.__name__}: {exc}"
-            logger.error("transcript write failed ({}): {!r}", job.__name__, exc)
-        finally:
-            self._done += 1
-
-    def _transaction(self, job: Callable[..., T], *args: Any) -> T:
-        db = self._db
-        assert db is not None, "the store is not open"
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            result = job(db, *args)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:  # a failed COMMIT (disk full) can leave it open
-                db.execute("ROLLBACK")
-            raise
-        return result
+        self._writer.submit(job, *args)
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -243,15 +206,19 @@ class SQLiteTranscriptStore:
     # -- reads ----------------------------------------------------------------------------------
 
     async def get(self, session_id: str) -> SessionRecord | None:
-        return await self._call(self._get, session_id)
+        return await self._writer.call(self._get, session_id)
 
     async def list(
-        self, limit: int = 50, before: float | None = None, credential: str | None = None
+        self,
+        limit: int = 50,
+        before: float | None = None,
+        credential: str | None = None,
+        before_id: str | None = None,
     ) -> list[SessionSummary]:
-        return await self._call(self._list, limit, before, credential)
+        return await self._writer.call(self._list, limit, before, credential, before_id)
 
     async def purge(self, older_than: float) -> int:
-        return await self._call(self._purge, to_us(older_than))
+        return await self._writer.call(self._purge, to_us(older_than))
 
     def _get(self, session_id: str) -> SessionRecord | None:
         assert self._db is not None
@@ -284,11 +251,17 @@ class SQLiteTranscriptStore:
         return record
 
     def _list(
-        self, limit: int, before: float | None, credential: str | None
+        self, limit: int, before: float | None, credential: str | None, before_id: str | None
     ) -> list[SessionSummary]:
         assert self._db is not None
-        conditions, args = [], []
-        if before is not None:
+        conditions: list[str] = []
+        args: list[Any] = []
+        if before is not None and before_id is not None:
+            # The keyset of the ordering below: sessions that started in the same
+            # microsecond as the last one listed are not skipped.
+            conditions.append("(started_us < ? OR (started_us = ? AND id < ?))")
+            args += [to_us(before), to_us(before), before_id]
+        elif before is not None:
             conditions.append("started_us < ?")
             args.append(to_us(before))
         if credential is not None:
@@ -297,13 +270,14 @@ class SQLiteTranscriptStore:
         where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = self._db.execute(
             f"SELECT {_SUMMARY_COLUMNS} FROM sessions {where} "
-            "ORDER BY started_us DESC, rowid DESC LIMIT ?",
+            "ORDER BY started_us DESC, id DESC LIMIT ?",
             (*args, limit),
         )
         return [_summary(row) for row in rows]
 
     def _purge(self, older_than_us: int) -> int:
-        return self._transaction(_purge, older_than_us)
+        assert self._db is not None
+        return transaction(self._db, _purge, older_than_us)
 
 
 _SUMMARY_COLUMNS = "id, start_id, started_us, ended_us, close_reason, turn_count, ended_us IS NULL"

@@ -30,6 +30,8 @@ class Health(BaseModel):
     storage: dict[str, Any] | None = None
     circuits: dict[str, Any] = {}
     process: dict[str, Any] = {}
+    open: bool = False  # no API keys: whoever reaches the server may use it
+    warning: str | None = None  # open and reachable from the network (see server.auth)
 
 
 class ClientInfoModel(BaseModel):
@@ -84,6 +86,8 @@ async def health(request: Request, registry: Registry) -> Health:
         storage=request.app.state.store.status(),
         circuits=registry.services.circuits(),
         process=process_stats().as_dict(),
+        open=not request.app.state.api_keys.enabled,
+        warning=request.app.state.exposure_warning,
     )
 
 

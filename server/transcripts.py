@@ -47,7 +47,8 @@ class RecordedEvent(BaseModel):
     seq: int
     type: str = Field(
         description="interruption, tool-call, tool-result, tool-cancelled, error, "
-        "rtvi-error, turn-merged, backchannel"
+        "rejected-messages (the RTVI errors the client was sent, counted by reason: "
+        "{counts, examples, total, since}), turn-merged, backchannel"
     )
     at: datetime
     data: dict[str, Any] = {}
@@ -126,9 +127,15 @@ class TranscriptStore(Protocol):
         ...
 
     async def list(
-        self, limit: int = 50, before: float | None = None, credential: str | None = None
+        self,
+        limit: int = 50,
+        before: float | None = None,
+        credential: str | None = None,
+        before_id: str | None = None,
     ) -> list[SessionSummary]:
-        """Newest first; ``before``: only sessions that started strictly before it;
+        """Newest first, ties by id (descending); ``before``: only sessions that started
+        strictly before it, or with ``before_id`` too, at the same time with a smaller id
+        (the last session of the previous page: a keyset, so equal times are not skipped);
         ``credential``: only sessions made with that API key (its fingerprint)."""
         ...
 
@@ -137,7 +144,8 @@ class TranscriptStore(Protocol):
         ...
 
     def status(self) -> dict[str, Any]:
-        """For /health: backend, whether writes succeed, pending and failed writes."""
+        """For /health: backend, whether writes succeed, pending and failed writes (and for
+        a store with a write queue, its depth, bound and producers' waits)."""
         ...
 
     async def close(self) -> None:

@@ -1,13 +1,17 @@
 """One session's end of the UI worker protocol (see :mod:`pipeline.ui_protocol`).
 
 - ``ui-snapshot``: the newest accessibility tree is kept (bounded) in :class:`UIState`;
-  before each LLM run its ``<ui_state>`` outline replaces the previous one at the end of
-  the context, so the LLM can name elements by ref.
+  before each LLM run its ``<ui_state>`` outline replaces the previous one, just before
+  the user's latest words, so the LLM can name elements by ref.
 - ``ui-event``: goes to the app's handler for that event name (sync or async), and, with
   ``ui_events_to_llm``, into the context as a one-line note.
 - ``ui-cancel-job-group``: stops a running job group (:mod:`pipeline.job_groups`).
 - ``ui-command``: :meth:`UIWorker.send_command` (standard payload models or any dict);
   the UI tools (:mod:`pipeline.ui_tools`) use it on the LLM's behalf.
+
+Snapshots and events come from the page, so the LLM gets them as untrusted page data (a
+framed, cleaned, bounded user-role message; :mod:`pipeline.page_data` says why), never
+as system text.
 
 UI tools are offered to LLMs that can call tools, per ``ui_tools``: ``on`` always, ``off``
 never, ``auto`` (default) from the client's first ``ui-snapshot`` on, so an agent never
@@ -28,7 +32,8 @@ from pydantic import BaseModel
 from pipeline.context import LLMContext
 from pipeline.conversation import Conversation
 from pipeline.job_groups import JobGroupError, JobGroups
-from pipeline.messages import SystemMessage
+from pipeline.messages import Message
+from pipeline.page_data import clean, clean_json, page_data
 from pipeline.tool_runner import ToolRunner
 from pipeline.tools import ToolRegistry, ToolSpec
 from pipeline.ui_protocol import (
@@ -53,6 +58,13 @@ from server.settings import Settings
 UIEventHandler = Callable[["UIWorker", UIEventData], Awaitable[None] | None]
 # How much of an event's payload a context note keeps.
 NOTE_PAYLOAD_CHARS = 300
+
+
+def _event_note(data: UIEventData) -> Message:
+    """A ``ui-event`` as a one-line page-data note for the LLM, cleaned and bounded."""
+    payload = json.dumps(clean_json(data.payload), ensure_ascii=False, default=str)
+    note = f"UI event {clean(data.event)!r}: {clean(payload, NOTE_PAYLOAD_CHARS)}"
+    return page_data(note, UI_EVENT)
 
 
 class SessionTools(ToolRegistry):
@@ -224,10 +236,7 @@ class UIWorker:
     def _event(self, msg_id: str, data: UIEventData) -> None:
         self.events += 1
         if self.settings.ui_events_to_llm and self._context is not None:
-            payload = json.dumps(data.payload, ensure_ascii=False, default=str)
-            if len(payload) > NOTE_PAYLOAD_CHARS:
-                payload = payload[: NOTE_PAYLOAD_CHARS - 1] + "…"
-            self._context.add_message(SystemMessage(f"UI event {data.event!r}: {payload}"))
+            self._context.add_message(_event_note(data))
         handler = self.handlers.get(data.event)
         if handler is None:
             return

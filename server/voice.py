@@ -1,7 +1,9 @@
 """One call's voice pipeline, connected to its transport and to RTVI.
 
 inbound audio (about 20 ms a packet) → VAD → (transcriber, conversation) → bot turns →
-paced track; the conversation's events go out as RTVI messages.
+paced track; the conversation's events go out as RTVI messages. The VAD's model runs off
+the loop, batched with every other session's (:class:`pipeline.vad_batcher.VADBatcher`):
+its events arrive a moment after the frame that completed them, in order.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pipeline.turn_scorer import TurnScoring
 from pipeline.turns import UserTurnParams
 from pipeline.turns.stop_adaptive import AdaptiveStopParams
 from pipeline.vad import VADAnalyzer, VADParams, VADState
+from pipeline.vad_batcher import VADBatcher
 from server.rtvi_audio import AudioLevelMeter, TTSAudioTap
 from server.rtvi_events import FunctionCallReporting, RTVIEvents
 from server.services import Services
@@ -83,6 +86,8 @@ class VoiceSession:
         ui: UIWorker | None = None,
     ) -> None:
         self.settings = settings
+        # Told what a VAD event's handler raised (the session counts it); None: raise.
+        self.on_fault: Callable[[str, Exception], None] | None = None
         can_call = services.llm.supports_tools
         tools = services.tools if settings.tools_enabled and can_call else None
         if ui is not None:
@@ -111,6 +116,7 @@ class VoiceSession:
                 false_interruption_timeout=settings.false_interruption_timeout,
             ),
             pause_on_interruption=settings.pause_on_interruption,
+            tts_ahead=settings.tts_ahead_seconds,
         )
         output.listener = self.conversation
         # The end-of-turn model hears the turn at every pause (shared scorer, off the loop).
@@ -165,9 +171,12 @@ class VoiceSession:
         self.rtvi = RTVIEvents(send, reporting)
         self.rtvi.subscribe(self.conversation.events)
         self._idle_check: asyncio.Task[None] | None = None
+        self._vad_batcher: VADBatcher | None = None
 
     def start(self) -> None:
         self.conversation.start()
+        self._vad_batcher = VADBatcher.for_loop(self.vad.model)
+        self._vad_batcher.register(self.vad, self._vad_events)
         self._idle_check = asyncio.get_running_loop().create_task(
             self._check_idle_forever(), name="audio-idle"
         )
@@ -179,15 +188,28 @@ class VoiceSession:
         t = time.monotonic()
         if self.echo is not None:
             frame = self.echo.process(frame, t)
-        events = self.vad.push(frame, t)
+        if self._vad_batcher is not None:
+            self.vad.feed(frame, t)
+            self._vad_batcher.submit(self.vad)  # its events come to _vad_events
+        else:  # not started: no loop to batch on, so score inline
+            self._vad_events(self.vad.push(frame, t))
         self.transcriber.push_audio(frame, t)
         if self.turn_scoring is not None:
             self.turn_scoring.push_audio(frame, t)
-        for event in events:
-            self._vad_event(event)
         self.conversation.tick()
         if self.user_level is not None:
             self.user_level.push(frame, self.vad.state is not VADState.QUIET)
+
+    def _vad_events(self, events: list[Event]) -> None:
+        for event in events:
+            try:
+                self._vad_event(event)
+            except Exception as exc:  # one failing handler skips one event, not the call
+                if self.on_fault is None:
+                    raise
+                self.on_fault(f"{type(event).__name__} handler", exc)
+        if events:
+            self.conversation.tick()  # timers the events armed may be due already
 
     def _vad_event(self, event: Event) -> None:
         if self.turn_scoring is not None:
@@ -263,6 +285,8 @@ class VoiceSession:
 
     async def close(self) -> None:
         """Stop every task; what was said stays in the context."""
+        if self._vad_batcher is not None:
+            self._vad_batcher.unregister(self.vad)
         if self._idle_check is not None:
             self._idle_check.cancel()
             await asyncio.gather(self._idle_check, return_exceptions=True)

@@ -20,6 +20,7 @@ from aiortc import (
 )
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame, AudioResampler, Packet
+from loguru import logger
 
 from server.opus import OpusEncoder
 from server.process_stats import watch_peer_connection
@@ -103,6 +104,10 @@ class PacedAudioTrack(MediaStreamTrack):
     tagged segment starts and finishes; on ``flush`` the segment cut short is reported
     with only the words that went out. ``mark`` runs a callback once everything queued
     before it has been sent.
+
+    Listeners, marks and ``on_frame_sent`` run inside aiortc's sender loop, which ends at
+    the first exception (the bot would go silent for good): what they raise goes to
+    ``on_error`` (a session counts it) and playout goes on.
     """
 
     kind = "audio"
@@ -124,6 +129,8 @@ class PacedAudioTrack(MediaStreamTrack):
         self.paused = False
         # Told each frame of queued audio as it is sent (e.g. to meter the bot's level).
         self.on_frame_sent: Callable[[bytes], None] | None = None
+        # Told what a listener, a mark or on_frame_sent raised.
+        self.on_error: Callable[[Exception], None] | None = None
 
     @property
     def queued_seconds(self) -> float:
@@ -187,7 +194,7 @@ class PacedAudioTrack(MediaStreamTrack):
             words = cut.text.split()
             spoken = " ".join(words[: round(len(words) * fraction)])
             if spoken:
-                listener.segment_played(spoken)
+                self._tell(listener.segment_played, spoken)
         self._queued_total -= len(self._queue)
         self._queue.clear()
         self._resamplers.clear()
@@ -196,7 +203,16 @@ class PacedAudioTrack(MediaStreamTrack):
         if self.playing:
             self.playing = False
             if listener is not None:
-                listener.playout_stopped()
+                self._tell(listener.playout_stopped)
+
+    def _tell(self, callback: Callable[..., None], *args: object) -> None:
+        try:
+            callback(*args)
+        except Exception as exc:
+            if self.on_error is None:
+                logger.opt(exception=exc).error("playout: a listener failed")
+            else:
+                self.on_error(exc)
 
     def _take_frame(self) -> bytes:
         if not self._queue:
@@ -213,27 +229,27 @@ class PacedAudioTrack(MediaStreamTrack):
         if had_audio and not self.playing:
             self.playing = True
             if listener is not None:
-                listener.playout_started()
+                self._tell(listener.playout_started)
         segments = self._segments
         while segments:
             head = segments[0]
             if not head.started and head.start < self._sent_total:
                 head.started = True
                 if listener is not None:
-                    listener.segment_started(head.text)
+                    self._tell(listener.segment_started, head.text)
             if head.end <= self._sent_total:
                 segments.popleft()
                 if listener is not None:
-                    listener.segment_played(head.text)
+                    self._tell(listener.segment_played, head.text)
             else:
                 break
         marks = self._marks
         while marks and marks[0][0] <= self._sent_total:
-            marks.popleft()[1]()
+            self._tell(marks.popleft()[1])
         if not had_audio and self.playing:
             self.playing = False
             if listener is not None:
-                listener.playout_stopped()
+                self._tell(listener.playout_stopped)
 
     async def recv(self) -> Packet:  # type: ignore[override]
         """The next 20 ms as an Opus packet, when it is due (aiortc sends it as is)."""
@@ -261,5 +277,5 @@ class PacedAudioTrack(MediaStreamTrack):
         if had_audio or self.playing:
             self._report(had_audio)
             if had_audio and self.on_frame_sent is not None:
-                self.on_frame_sent(chunk)
+                self._tell(self.on_frame_sent, chunk)
         return chunk

@@ -19,15 +19,46 @@ import httpx
 import numpy as np
 import pytest
 
+from server.settings import get_settings
 from tests.openai_stub import OpenAIStub
 
 ROOT = Path(__file__).resolve().parent.parent
+# What the settings read from the environment besides PARLEY_* (see server/settings.py).
+_SETTINGS_ALIASES = ("OPENAI_API_KEY", "OPENAI_BASE_URL")
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def is_setting(name: str) -> bool:
+    """Whether an environment variable is read by Parley's settings."""
+    return name.startswith("PARLEY_") or name in _SETTINGS_ALIASES
+
+
+def server_env(env: dict[str, str], port: int, data_dir: Path) -> dict[str, str]:
+    """The environment of a test server: this one without the developer's settings, the
+    test defaults, then ``env`` (what the test passes explicitly)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not is_setting(k)},
+        "PARLEY_HOST": "127.0.0.1",
+        "PARLEY_PORT": str(port),
+        "PARLEY_LOG_LEVEL": "DEBUG",
+        # Tests about signalling and sessions need no models: load them only on use,
+        # and do not greet (a greeting would load the TTS).
+        "PARLEY_PRELOAD_MODELS": "false",
+        "PARLEY_GREETING": "",
+        # Each server keeps its transcripts beside its log (never in the repo's data/).
+        "PARLEY_DATA_DIR": str(data_dir),
+        # Stopping a test server does not wait long for sessions to end by themselves.
+        "PARLEY_SHUTDOWN_GRACE_SECONDS": "2",
+        # Every test client comes from 127.0.0.1: no per-address limit on new sessions
+        # unless a test sets one (tests/test_limits.py).
+        "PARLEY_SESSION_RATE_PER_MINUTE": "0",
+        **env,
+    }
 
 
 class ServerProcess:
@@ -37,32 +68,15 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        full_env = {
-            **os.environ,
-            "PARLEY_HOST": "127.0.0.1",
-            "PARLEY_PORT": str(self.port),
-            "PARLEY_LOG_LEVEL": "DEBUG",
-            # Tests about signalling and sessions need no models: load them only on use,
-            # and do not greet (a greeting would load the TTS).
-            "PARLEY_PRELOAD_MODELS": "false",
-            "PARLEY_GREETING": "",
-            # Each server keeps its transcripts beside its log (never in the repo's data/).
-            "PARLEY_DATA_DIR": str(log_path.parent / "data"),
-            # Stopping a test server does not wait long for sessions to end by themselves.
-            "PARLEY_SHUTDOWN_GRACE_SECONDS": "2",
-            # Every test client comes from 127.0.0.1: no per-address limit on new sessions
-            # unless a test sets one (tests/test_limits.py).
-            "PARLEY_SESSION_RATE_PER_MINUTE": "0",
-            **env,
-        }
         self._log = log_path.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server"],
             cwd=ROOT,
-            env=full_env,
+            env=server_env(env, self.port, log_path.parent / "data"),
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+        self.launched_at = time.time()  # the process exists by now
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -105,6 +119,20 @@ def metric(server: ServerProcess, name: str) -> float:
     text = httpx.get(f"{server.url}/metrics", timeout=5).text
     pattern = rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$"
     return sum(float(v) for v in re.findall(pattern, text, re.M))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Apps built in-process read the environment too: none of the developer's settings
+    reach them, and their transcripts go to a temporary folder, never the repo's data/.
+    A test that wants a setting passes it (``Settings(...)``, ``monkeypatch.setenv``)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [k for k in os.environ if is_setting(k)]:
+            patch.delenv(name)
+        patch.setenv("PARLEY_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+        get_settings.cache_clear()
+        yield
+    get_settings.cache_clear()
 
 
 @pytest.fixture(scope="module")

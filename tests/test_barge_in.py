@@ -145,3 +145,22 @@ async def test_with_pausing_off_the_bot_is_cut_off_at_once(stub: OpenAIStub) -> 
         await speaking(call)
         voice(call, 0.3)
         assert Interruption in call.kinds() and not call.track.playing
+
+
+async def test_speech_while_the_reply_runs_dry_for_a_moment_is_judged_too(
+    stub: OpenAIStub,
+) -> None:
+    """TTS slower than playout leaves gaps inside a reply; the echo of its last words
+    arrives in such a gap and must be judged like any other, not cut the reply at once."""
+    stub.config.tts_chunk_delay = 1.5  # each sentence: a first chunk, then a long gap
+    async with Call(stub) as call:
+        call.conv.user.add_text("Tell me a story.")
+        await call.until(BotStartedSpeaking)
+        await call.until(BotStoppedSpeaking)  # the output ran dry, the reply goes on
+        assert call.conv.bot_active and not call.track.playing
+        end = voice(call, 0.3)
+        assert call.track.paused and Interruption not in call.kinds()
+        call.conv.feed(SpeechStopped(end))
+        call.conv.feed(Transcription("Once upon a time", end + 0.2))
+        assert not call.track.paused and Interruption not in call.kinds()
+        assert call.kinds().count(LLMResponseStarted) == 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +17,8 @@ from pipeline.services.openai_tts import OpenAITTS
 from tests.openai_stub import Fault, OpenAIStub, openai_stub_fixture  # noqa: F401
 
 CHAT = "/v1/chat/completions"
+STT = "/v1/audio/transcriptions"
+TTS = "/v1/audio/speech"
 USER = [{"role": "user", "content": "Hello?"}]
 
 
@@ -150,17 +154,6 @@ async def test_a_closed_stream_is_neither_success_nor_failure(
     await llm.aclose()
 
 
-async def test_stt_retries_stop_at_an_open_breaker(openai_stub: OpenAIStub, clock: Clock) -> None:
-    breaker = CircuitBreaker("stt", threshold=2, cooldown=30, clock=clock)
-    stt = OpenAISTT("m", base_url=openai_stub.base_url, api_key="sk-stub", retries=5,
-                    retry_delay=0.01, breaker=breaker)  # fmt: skip
-    openai_stub.fail_times("stt", 5, Fault.http(503))
-    with pytest.raises(ServiceUnavailableError, match="retrying in 30 s"):
-        await stt.transcribe(np.zeros(3200, np.int16))
-    assert len(openai_stub.requests("/v1/audio/transcriptions")) == 2
-    await stt.aclose()
-
-
 async def test_tts_failures_open_its_breaker(openai_stub: OpenAIStub, clock: Clock) -> None:
     breaker = CircuitBreaker("tts", threshold=1, cooldown=30, clock=clock)
     tts = OpenAITTS("m", "alloy", base_url=openai_stub.base_url, api_key="sk-stub",
@@ -174,3 +167,90 @@ async def test_tts_failures_open_its_breaker(openai_stub: OpenAIStub, clock: Clo
     assert sum(c.size for c in [c async for c in tts.synthesize("Hello.")]) > 0
     assert breaker.state is CircuitState.CLOSED
     await tts.aclose()
+
+
+# -- one call, however many attempts, is one outcome -----------------------------------------
+
+
+def stt_at(openai_stub: OpenAIStub, breaker: CircuitBreaker, **kwargs: Any) -> OpenAISTT:
+    kwargs.setdefault("retries", 2)
+    kwargs.setdefault("retry_delay", 0.01)
+    return OpenAISTT("m", base_url=openai_stub.base_url, api_key="sk-stub", breaker=breaker,
+                     **kwargs)  # fmt: skip
+
+
+async def test_a_transcription_that_failed_after_its_retries_is_one_failure(
+    openai_stub: OpenAIStub, clock: Clock
+) -> None:
+    breaker = CircuitBreaker("stt", threshold=2, cooldown=30, clock=clock)
+    stt = stt_at(openai_stub, breaker)
+    openai_stub.fail_times("stt", 3, Fault.http(503))
+    with pytest.raises(ServiceHTTPError, match="HTTP 503"):
+        await stt.transcribe(np.zeros(3200, np.int16))
+    assert len(openai_stub.requests(STT)) == 3  # it did retry, twice
+    assert breaker.status()["consecutive_failures"] == 1
+    assert breaker.state is CircuitState.CLOSED
+    openai_stub.fail_times("stt", 3, Fault.http(503))
+    with pytest.raises(ServiceHTTPError):
+        await stt.transcribe(np.zeros(3200, np.int16))
+    assert breaker.state is CircuitState.OPEN  # the second failed call, not the 2nd attempt
+    await stt.aclose()
+
+
+async def test_a_sentence_that_failed_after_its_retries_is_one_tts_failure(
+    openai_stub: OpenAIStub, clock: Clock
+) -> None:
+    breaker = CircuitBreaker("tts", threshold=2, cooldown=30, clock=clock)
+    tts = OpenAITTS("m", "alloy", base_url=openai_stub.base_url, api_key="sk-stub",
+                    retries=2, retry_delay=0.01, breaker=breaker)  # fmt: skip
+    openai_stub.fail_times("tts", 3, Fault.http(503))
+    with pytest.raises(ServiceHTTPError, match="HTTP 503"):
+        [c async for c in tts.synthesize("Hello.")]
+    assert len(openai_stub.requests(TTS)) == 3  # it did retry, twice
+    assert breaker.status()["consecutive_failures"] == 1
+    openai_stub.fail_times("tts", 2, Fault.http(503))
+    assert sum(c.size for c in [c async for c in tts.synthesize("Hello.")]) > 0
+    assert breaker.status()["consecutive_failures"] == 0  # succeeded on its 3rd attempt
+    await tts.aclose()
+
+
+async def test_a_transcription_that_succeeds_on_a_retry_is_a_success(
+    openai_stub: OpenAIStub, clock: Clock
+) -> None:
+    breaker = CircuitBreaker("stt", threshold=2, cooldown=30, clock=clock)
+    failing(breaker, 1)
+    stt = stt_at(openai_stub, breaker)
+    openai_stub.fail_times("stt", 2, Fault.http(503))
+    assert (await stt.transcribe(np.zeros(3200, np.int16))).text == "hello world"
+    assert breaker.status()["consecutive_failures"] == 0
+    await stt.aclose()
+
+
+async def test_a_probe_may_retry_and_its_outcome_counts_once(
+    openai_stub: OpenAIStub, clock: Clock
+) -> None:
+    breaker = CircuitBreaker("stt", threshold=1, cooldown=30, clock=clock)
+    failing(breaker, 1)
+    clock.now += 30
+    stt = stt_at(openai_stub, breaker)
+    openai_stub.fail_times("stt", 1, Fault.http(503))
+    assert (await stt.transcribe(np.zeros(3200, np.int16))).text == "hello world"
+    assert breaker.state is CircuitState.CLOSED
+    assert len(openai_stub.requests(STT)) == 2
+    await stt.aclose()
+
+
+async def test_stt_retries_stop_when_other_calls_open_the_breaker(
+    openai_stub: OpenAIStub, clock: Clock
+) -> None:
+    breaker = CircuitBreaker("stt", threshold=2, cooldown=30, clock=clock)
+    stt = stt_at(openai_stub, breaker, retries=5, retry_delay=0.3)
+    openai_stub.fail_times("stt", 6, Fault.http(503))
+    call = asyncio.create_task(stt.transcribe(np.zeros(3200, np.int16)))
+    assert await openai_stub.wait_for(lambda: len(openai_stub.requests(STT)) == 1)
+    failing(breaker, 2)  # other sessions' calls fail meanwhile: the breaker opens
+    with pytest.raises(ServiceUnavailableError, match="retrying in 30 s"):
+        await call
+    assert len(openai_stub.requests(STT)) == 1, "no retry was sent once it opened"
+    assert breaker.status()["consecutive_failures"] == 2
+    await stt.aclose()

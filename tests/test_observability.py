@@ -185,15 +185,16 @@ def test_registered_checks_and_shutdown_hooks() -> None:
     async def flush() -> None:
         state["flushed"] = len(app.state.registry)
 
-    app.state.readiness.add("storage", storage_writable)
+    app.state.readiness.add("disk", storage_writable)  # "storage" is the app's own
     app.state.readiness.add("slow", slow_check)
     app.state.shutdown_hooks.append(flush)
     with TestClient(app) as http:
         response = http.get("/ready")
         assert response.status_code == 503
         detail = response.json()["detail"]
-        assert detail["failing"] == ["storage"]
-        assert detail["checks"]["storage"]["detail"] == "read-only file system"
+        assert detail["failing"] == ["disk"]
+        assert detail["checks"]["disk"]["detail"] == "read-only file system"
+        assert detail["checks"]["storage"]["ok"] is True
         assert detail["checks"]["slow"]["ok"] is True
         state["writable"] = True
         assert http.get("/ready").status_code == 200

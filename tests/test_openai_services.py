@@ -158,12 +158,13 @@ async def test_llm_measures_time_to_first_token(
 ) -> None:
     openai_stub.config.first_token_delay = 0.15
     openai_stub.config.token_delay = 0.02
-    llm = make(OpenAILLM, "m")
-    await collect(llm)
-    assert llm.last_ttfb is not None and llm.last_duration is not None
+    stream = make(OpenAILLM, "m").stream(USER)
+    assert stream.ttfb is None and stream.duration is None
+    [chunk async for chunk in stream]
+    assert stream.ttfb is not None and stream.duration is not None
     # The role-only first chunk comes at once; only content counts as the first token.
-    assert 0.15 <= llm.last_ttfb < 1.0
-    assert llm.last_duration >= llm.last_ttfb + 0.02
+    assert 0.15 <= stream.ttfb < 1.0
+    assert stream.duration >= stream.ttfb + 0.02
 
 
 async def test_llm_aclose_mid_stream_closes_the_request(
@@ -191,8 +192,10 @@ async def test_llm_cancelled_consumer_closes_the_request(
     llm = make(OpenAILLM, "m")
     first = asyncio.Event()
 
+    stream = llm.stream(USER)
+
     async def consume() -> None:
-        async with aclosing(llm.stream(USER)) as chunks:
+        async with aclosing(stream) as chunks:
             async for _ in chunks:
                 first.set()
 
@@ -203,7 +206,7 @@ async def test_llm_cancelled_consumer_closes_the_request(
         await task
     record = openai_stub.requests(CHAT)[-1]
     assert await openai_stub.wait_for(lambda: record.disconnected)
-    assert llm.last_duration is not None
+    assert stream.duration is not None and stream.ttfb is not None
 
 
 @pytest.mark.parametrize(

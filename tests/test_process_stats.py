@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from server.memory import release_memory
-from server.process_stats import process_stats
+from server.process_stats import process_start_time, process_stats
 from server.webrtc import PacedAudioTrack, create_peer_connection, release_peer_connection
 from tests import rtc_client
+from tests.conftest import ServerProcess, metric
 
 
 @pytest.fixture
@@ -98,3 +100,20 @@ def test_release_memory_frees_cycles_and_keeps_the_heap_usable(no_cyclic_gc: Non
     release_memory()
     assert gone() is None
     assert len(bytearray(10 * 2**20)) == 10 * 2**20  # malloc still works after the trim
+
+
+def test_process_start_time_is_when_the_process_began() -> None:
+    started = process_start_time()
+    assert started <= time.time()
+    assert started == process_start_time(), "read once: a process starts once"
+
+
+def test_the_metric_is_the_process_start_not_the_app_start(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    before = time.time()
+    server = start_server()
+    started = metric(server, "process_start_time_seconds")
+    # The kernel counts in clock ticks (10 ms) and the launch is timed after Popen returns:
+    # the start lies between the two, whereas the app is built only after the imports.
+    assert before - 0.05 <= started <= server.launched_at, (before, started, server.launched_at)

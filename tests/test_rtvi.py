@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from server import rtvi
-from server.rtvi import ClientMessageData, RTVIError, SendTextData
+from server.rtvi import MAX_ABOUT_CHARS, ClientMessageData, ClientReadyData, RTVIError, SendTextData
 
 
 def test_valid_client_message_parses() -> None:
@@ -70,3 +70,25 @@ def test_message_shapes() -> None:
     }
     assert rtvi.server_response("3", "echo", 1)["data"] == {"t": "echo", "d": 1}
     assert rtvi.error_response("4", "no")["id"] == "4"
+
+
+def test_what_a_client_says_about_itself_is_cut_short() -> None:
+    """It is listed to every caller of GET /api/sessions: never 64 KB of it."""
+    long = "x" * 10_000
+    env = rtvi.parse_envelope(
+        {
+            "label": "rtvi-ai",
+            "type": "client-ready",
+            "id": "1",
+            "data": {"version": long, "about": {"library": long, "platform": long, "n": long}},
+        }
+    )
+    data = rtvi.parse_data(env)
+    assert isinstance(data, ClientReadyData) and data.about is not None
+    assert data.version == data.about.library == data.about.platform == "x" * MAX_ABOUT_CHARS
+    assert data.about.model_extra is None, "the rest is not kept"
+
+
+def test_an_error_names_its_kind_without_the_particulars() -> None:
+    assert RTVIError("message too large: 70000 bytes (limit 65536)").reason == "message too large"
+    assert RTVIError("no handler for client-message 'x'", "1", "no handler").reason == "no handler"

@@ -64,3 +64,39 @@ def test_clause_split_only_for_the_first_piece_of_an_answer() -> None:
         "Next answer starts here,",
         "again and again.",
     ]
+
+
+def stream_through(agg: SentenceAggregator, tokens: list[str]) -> list[str]:
+    out: list[str] = []
+    for token in tokens:
+        out += agg.push(token)
+    return out
+
+
+@pytest.mark.parametrize("word", [" word", " e.g.", " v2. and"])
+def test_a_long_answer_without_boundaries_is_scanned_once(word: str) -> None:
+    """20k tokens that never end a sentence (no marks; abbreviations; periods before
+    lower case): each push searches only its own text, the character before it and the
+    spaces after a mark (at most twice each)."""
+    agg = SentenceAggregator()
+    tokens = [f"{word}{n % 10}" for n in range(20000)]
+    assert stream_through(agg, tokens) == []
+    assert agg.scanned <= 2 * sum(len(t) + 1 for t in tokens)  # linear, not quadratic
+    assert agg.flush() == "".join(tokens).strip()
+
+
+def test_a_mark_waiting_for_its_next_word_does_not_rescan_the_spaces() -> None:
+    agg = SentenceAggregator()
+    tokens = ["Hello there, my friend. ", *[" "] * 5000, "Next", " one."]
+    out = stream_through(agg, tokens)
+    assert out == ["Hello there, my friend."]
+    assert agg.scanned <= 2 * sum(len(t) + 1 for t in tokens)
+    assert agg.flush() == "Next one."
+
+
+def test_sentences_far_into_a_long_answer_are_still_found() -> None:
+    agg = SentenceAggregator()
+    body = [" and on"] * 5000
+    out = stream_through(agg, ["It goes", *body, ". Then", " it stops. ", "Done"])
+    assert out == ["It goes" + "".join(body) + ".", "Then it stops."]
+    assert agg.flush() == "Done"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +25,7 @@ from pipeline.frames import (
 from pipeline.messages import Usage
 from pipeline.metrics import Prices
 from pipeline.services.llm import FixedText
-from server.session_record import SessionRecorder
+from server.session_record import MAX_REJECTED_REASONS, SessionRecorder
 from server.sessions import ClientInfo
 from server.sqlite_store import SQLiteTranscriptStore
 
@@ -88,7 +90,7 @@ async def test_turns_carry_their_own_metrics(store: SQLiteTranscriptStore) -> No
 async def test_interruptions_tools_and_errors_become_events(
     store: SQLiteTranscriptStore,
 ) -> None:
-    recorder, conversation = recorded(store)
+    _, conversation = recorded(store)
     emit = conversation.events.emit
     call = FunctionCall("call_1", "get_current_time", {"timezone": "UTC"})
     emit(FunctionCallInProgress(call))
@@ -98,7 +100,6 @@ async def test_interruptions_tools_and_errors_become_events(
     emit(AssistantTranscript("", True, "t"))  # interrupted before a word went out
     emit(AssistantTranscript("Half a sen", True, "t"))
     emit(ServiceError("tts", "boom"))
-    recorder.rtvi_error("unknown message type 'x'")
 
     record = await store.get("pc")
     assert record is not None
@@ -124,8 +125,40 @@ async def test_interruptions_tools_and_errors_become_events(
         ("tool-cancelled", {"tool_call_id": "call_2", "function_name": "research_topic"}),
         ("interruption", {}),
         ("error", {"service": "tts", "error": "boom", "fatal": False}),
-        ("rtvi-error", {"error": "unknown message type 'x'"}),
     ]
+
+
+async def rejected_events(store: SQLiteTranscriptStore) -> list[dict[str, Any]]:
+    record = await store.get("pc")
+    assert record is not None
+    return [e.data for e in record.events if e.type == "rejected-messages"]
+
+
+async def test_rejected_messages_are_written_as_counts(store: SQLiteTranscriptStore) -> None:
+    """Not a write per rejected message: counts, at most every flush interval and at the
+    end, and none lost."""
+    client = ClientInfo(remote_addr="10.0.0.1")
+    recorder = SessionRecorder(store, "pc", None, client, clock=Clock(), rejected_flush_seconds=0.3)
+    for _ in range(50):
+        recorder.rejected("malformed JSON", "malformed JSON")
+    for i in range(20):  # reasons that name what the client sent: bounded
+        recorder.rejected(f"ui-event 'e{i}' failed", f"ui-event 'e{i}' failed: boom")
+    assert await rejected_events(store) == [], "nothing written per message"
+    await asyncio.sleep(0.5)
+    [first] = await rejected_events(store)
+    assert first["total"] == 70
+    assert first["counts"]["malformed JSON"] == 50
+    assert len(first["counts"]) == MAX_REJECTED_REASONS
+    assert first["counts"]["other"] == 70 - 50 - (MAX_REJECTED_REASONS - 2)
+    assert first["examples"]["ui-event 'e0' failed"] == "ui-event 'e0' failed: boom"
+
+    recorder.rejected("message too large", "message too large: 70000 bytes (limit 65536)")
+    recorder.close("deleted")  # flushes what is left, without waiting for the interval
+    recorder.rejected("malformed JSON", "malformed JSON")  # after the end: ignored
+    events = await rejected_events(store)
+    assert [e["counts"] for e in events[1:]] == [{"message too large": 1}]
+    await asyncio.sleep(0.5)
+    assert len(await rejected_events(store)) == 2
 
 
 async def test_client_and_end_are_recorded_once(store: SQLiteTranscriptStore) -> None:

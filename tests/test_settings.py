@@ -12,7 +12,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     settings = Settings()
-    assert (settings.host, settings.port) == ("0.0.0.0", 7860)
+    assert (settings.host, settings.port) == ("127.0.0.1", 7860)
     assert settings.ice_servers == []
     assert settings.liveness_timeout == 10.0
     assert settings.max_body_bytes == 65536

@@ -18,6 +18,7 @@ import pytest
 
 from server.memory_store import MemoryTranscriptStore
 from server.sqlite_store import CRASHED, SQLiteTranscriptStore
+from server.transcript_writer import MAX_QUEUE
 from server.transcripts import TranscriptStore
 from tests.conftest import ROOT, ServerProcess, make_speech
 from tests.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
@@ -136,7 +137,8 @@ async def test_turns_show_while_live_and_after_hang_up(
         "Bye.",
         "Goodbye now.",
     ]
-    assert [e["type"] for e in ended["events"]] == ["rtvi-error"]
+    assert [e["type"] for e in ended["events"]] == ["rejected-messages"]
+    assert ended["events"][0]["data"]["counts"] == {"unknown message type": 1}
     listed = await history(stubbed)
     mine = next(s for s in listed["sessions"] if s["id"] == client.pc_id)
     assert (mine["turn_count"], mine["live"]) == (4, False)
@@ -213,6 +215,15 @@ async def test_unknown_ids_get_a_json_404(stubbed: ServerProcess) -> None:
     assert storage["backend"] == "sqlite" and storage["ok"] is True
 
 
+async def test_health_shows_the_write_queue_against_its_bound(stubbed: ServerProcess) -> None:
+    storage = (await get(stubbed, "/health")).json()["storage"]
+    queue = storage["queue"]
+    assert queue["max"] == MAX_QUEUE
+    assert 0 <= queue["depth"] <= queue["peak"] <= queue["max"]
+    assert queue["waits"] == 0 and queue["wait_seconds"] == 0
+    assert storage["pending_writes"] >= 0 and storage["commits"] >= 0
+
+
 async def test_completed_turns_survive_a_sigkill(
     start_stubbed: Callable[..., ServerProcess], fresh_stub: OpenAIStub, tmp_path: Path
 ) -> None:
@@ -283,7 +294,8 @@ async def test_paging_through_history(stubbed: ServerProcess) -> None:
     page = await history(stubbed, limit=1)
     paged = [s["id"] for s in page["sessions"]]
     while page["next_before"]:
-        page = await history(stubbed, limit=1, before=page["next_before"])
+        cursor = {"before": page["next_before"], "before_id": page["next_before_id"]}
+        page = await history(stubbed, limit=1, **cursor)
         paged += [s["id"] for s in page["sessions"]]
     assert paged == all_ids
 
@@ -305,7 +317,12 @@ async def test_storage_none_keeps_live_sessions_only(
         await client.close()
     await call(server, "DELETE", f"/api/sessions/{client.pc_id}")
     assert (await get(server, f"/api/sessions/{client.pc_id}/transcript")).status_code == 404
-    assert await history(server) == {"sessions": [], "next_before": None, "storage": "none"}
+    assert await history(server) == {
+        "sessions": [],
+        "next_before": None,
+        "next_before_id": None,
+        "storage": "none",
+    }
     assert (await get(server, "/health")).json()["storage"]["backend"] == "none"
     assert not data_dir.exists()
 

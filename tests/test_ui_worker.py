@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from pipeline.context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.messages import SystemMessage, UserMessage
+from pipeline.messages import UserMessage
 from pipeline.tools import ToolRegistry, ToolSpec
 from pipeline.ui_protocol import (
     A11ySnapshot,
@@ -156,7 +156,7 @@ def test_any_tree_renders_within_its_bounds(
             assert len(line) < 2 * 80 + 200  # names are cut
 
 
-def test_refresh_keeps_one_ui_state_message_at_the_end() -> None:
+def test_refresh_keeps_one_ui_state_message_before_the_users_words() -> None:
     context = LLMContext([{"role": "system", "content": "persona"}])
     state = UIState()
     state.refresh(context)
@@ -166,10 +166,10 @@ def test_refresh_keeps_one_ui_state_message_at_the_end() -> None:
     context.add_message(UserMessage.text("hello"))
     state.refresh(context)
     state.refresh(context)
-    messages = context.messages
-    ui = [m for m in messages if isinstance(m, SystemMessage) and "<ui_state>" in m.content]
-    assert len(ui) == 1 and messages[-1] is ui[0]
-    assert [m.role.value for m in messages] == ["system", "user", "system"]
+    wire = context.to_openai()
+    ui = [m for m in wire if "<ui_state>" in m["content"]]
+    assert len(ui) == 1 and wire[-2] is ui[0] and wire[-1]["content"] == "hello"
+    assert [m["role"] for m in wire] == ["system", "user", "user"], "page data: not system"
 
 
 # -- bad payloads ------------------------------------------------------------------------------
@@ -302,8 +302,12 @@ def test_ui_events_become_context_notes_only_when_asked() -> None:
         conversation = Conversation(context, llm=None)  # type: ignore[arg-type]
         r.worker.attach(context, conversation, None, None)
         r.worker.handle("ui-event", "a", UIEventData(event="click", payload={"ref": "e4"}))
-        notes = [m.content for m in context.messages if isinstance(m, SystemMessage)]
-        assert notes == (['UI event \'click\': {"ref": "e4"}'] if enabled else [])
+        notes = [m["content"] for m in context.to_openai() if "UI event" in m["content"]]
+        assert [m["role"] for m in context.to_openai()] == (["user"] if enabled else [])
+        assert len(notes) == (1 if enabled else 0)
+        if enabled:
+            assert notes[0].startswith('<page_data source="ui-event">')
+            assert 'UI event \'click\': {"ref": "e4"}\n</page_data>' in notes[0]
 
 
 def test_cancel_without_tools_is_refused() -> None:
@@ -327,7 +331,7 @@ async def test_ui_tools_are_offered_from_the_first_snapshot_in_auto_mode() -> No
         # The <ui_state> goes with the tools, refreshed before each run.
         for prepare in conversation.before_llm_run:
             prepare()
-        has_state = any("<ui_state>" in getattr(m, "content", "") for m in context.messages)
+        has_state = any("<ui_state>" in m["content"] for m in context.to_openai())
         assert has_state is after
     # Built-in tools off: the UI tools alone, still from the first snapshot on.
     r = Recorder()
@@ -465,10 +469,13 @@ async def test_snapshot_reaches_the_llm_and_its_ui_tools_reach_the_client(
         assert UI_TOOL_NAMES <= {t["function"]["name"] for t in second["tools"]}
         states = [m["content"] for m in second["messages"] if "<ui_state>" in str(m["content"])]
         assert len(states) == 1 and '[e0] document "Parley 2"' in states[0]
-        assert second["messages"][-1]["content"] == states[0], "the outline comes last"
+        assert second["messages"][-2]["content"] == states[0], "the outline, then the words"
+        assert second["messages"][-1] == {"role": "user", "content": "Show me."}
+        assert all(m["role"] == "user" for m in second["messages"] if "<ui_state>" in m["content"])
         assert '[e3] textbox "Title" value="groceries" (focused)' in states[0]
-        notes = [m["content"] for m in second["messages"] if "UI event" in str(m["content"])]
-        assert notes == ['UI event \'click\': {"ref": "e4"}']
+        notes = [m for m in second["messages"] if "UI event" in str(m["content"])]
+        assert [m["role"] for m in notes] == ["user"]
+        assert 'UI event \'click\': {"ref": "e4"}' in notes[0]["content"]
         # The answer after the tools still has exactly one <ui_state>.
         third = requests[2].body["messages"]
         assert sum("<ui_state>" in str(m.get("content")) for m in third) == 1

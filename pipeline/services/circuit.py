@@ -8,11 +8,15 @@ failures in a row the breaker *opens*: for ``cooldown`` seconds calls fail at on
 closes the breaker, its failure opens it for another cooldown. A probe that ends with
 neither (a barge-in cancels it) lets the next call probe instead.
 
-Usage, around one request to the endpoint::
+One *call* is one outcome, however many attempts it makes: a transcription that fails
+after two retries is one failure, not three (else one bad call would count for most of
+the threshold), and one that succeeds on a retry is a success. Usage, around one call::
 
     breaker.check()            # raises ServiceUnavailableError when open
     try:
         ...request...
+        ...breaker.check_retry()  # before each retry: refused if it opened meanwhile
+        ...request again...
     except ServiceError:
         breaker.failed(); raise
     except BaseException:
@@ -98,6 +102,13 @@ class CircuitBreaker:
             self._probing = True
             return
         raise ServiceUnavailableError(self.service, self.retry_in(), self._failures)
+
+    def check_retry(self) -> None:
+        """Before a retry within a call that passed :meth:`check`: raise
+        :class:`ServiceUnavailableError` if other calls' failures opened the breaker
+        since. A half-open breaker lets the retry go: this call may be its probe."""
+        if self.state is CircuitState.OPEN:
+            raise ServiceUnavailableError(self.service, self.retry_in(), self._failures)
 
     def succeeded(self) -> None:
         self._failures = 0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,8 +32,56 @@ class UsageReport:
 LLMChunk = TextDelta | ToolCallRequest | UsageReport
 
 
+class LLMStream:
+    """One call's answer as it streams, with that call's own timing.
+
+    One LLM service serves every session at once, so what a call measures lives here,
+    never on the service (where overlapping calls would overwrite each other):
+
+    - ``ttfb``: seconds from the call to its first content (text or a tool-call delta),
+      ``None`` until then, or if none came;
+    - ``duration``: seconds from the call to the stream's end (exhausted, failed or
+      closed), ``None`` while it runs.
+
+    ``body`` makes the chunks; it gets this stream, to call :meth:`first_token` when
+    content arrives. Closing the stream (``aclose``) closes ``body``, and its request.
+    """
+
+    def __init__(self, body: Callable[[LLMStream], AsyncGenerator[LLMChunk, None]]) -> None:
+        self._started = time.perf_counter()
+        self.ttfb: float | None = None
+        self.duration: float | None = None
+        self._chunks = body(self)
+
+    def first_token(self) -> None:
+        """Content arrived; only the first call counts."""
+        if self.ttfb is None:
+            self.ttfb = time.perf_counter() - self._started
+
+    def __aiter__(self) -> LLMStream:
+        return self
+
+    async def __anext__(self) -> LLMChunk:
+        try:
+            return await self._chunks.__anext__()
+        except BaseException:  # the end, a failure or a cancellation: the stream is over
+            self._ended()
+            raise
+
+    async def aclose(self) -> None:
+        try:
+            await self._chunks.aclose()
+        finally:
+            self._ended()
+
+    def _ended(self) -> None:
+        if self.duration is None:
+            self.duration = time.perf_counter() - self._started
+
+
 class LLMService(Protocol):
-    """Streams one answer. Closing the iterator early (``aclose``) must close the request."""
+    """Streams one answer. Closing the iterator early (``aclose``) must close the request.
+    A service that measures its calls returns an :class:`LLMStream` (timing per call)."""
 
     supports_tools: bool
 

@@ -23,14 +23,13 @@ worker frees after that.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from pipeline.messages import Usage
 from pipeline.services.embedded import EmbeddedModels
-from pipeline.services.llm import LLMChunk, TextDelta, UsageReport
+from pipeline.services.llm import LLMChunk, LLMStream, TextDelta, UsageReport
 
 if TYPE_CHECKING:
     from xllamacpp import Server
@@ -161,9 +160,10 @@ class ContextWindow:
 class LocalLLM:
     """:class:`~pipeline.services.llm.LLMService` on the shared embedded SmolLM2.
 
-    ``last_ttft`` is the seconds from :meth:`stream` to the first text of the last
-    answer it gave (the first call's includes loading the model, unless it was loaded
-    at start-up). Holds no per-conversation state: one instance can serve every session.
+    Each call's timing is on the :class:`~pipeline.services.llm.LLMStream` it returns:
+    ``ttfb`` is the seconds from :meth:`stream` to the first text (the first call's
+    includes loading the model, unless it was loaded at start-up). Holds no
+    per-conversation or per-call state: one instance serves every session.
     """
 
     supports_tools = False
@@ -189,16 +189,19 @@ class LocalLLM:
         # At a low temperature the 135M model loops on a phrase; a mild penalty stops it.
         self.repeat_penalty = repeat_penalty
         self.window = ContextWindow(context - max_tokens - _RESERVED_TOKENS)
-        self.last_ttft: float | None = None
 
-    async def stream(
+    def stream(
         self,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = None,
-    ) -> AsyncIterator[LLMChunk]:
+    ) -> LLMStream:
         """Stream one answer; ``tools`` and ``tool_choice`` are ignored (no tool calls)."""
-        started = time.monotonic()
+        return LLMStream(lambda call: self._answer(call, messages))
+
+    async def _answer(
+        self, call: LLMStream, messages: list[dict[str, Any]]
+    ) -> AsyncGenerator[LLMChunk, None]:
         request = {
             "messages": self.window.fit(to_chat_messages(messages)),
             "stream": True,
@@ -210,14 +213,12 @@ class LocalLLM:
             "cache_prompt": True,
         }
         server = await self._models.llm.get()
-        first = True
         async with aclosing(self._models.llm.pool.stream(_producer(server, request))) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, LocalLLMError):
                     raise chunk
-                if first and isinstance(chunk, TextDelta):
-                    first = False
-                    self.last_ttft = time.monotonic() - started
+                if isinstance(chunk, TextDelta):
+                    call.first_token()
                 yield chunk
 
 

@@ -40,21 +40,19 @@ def to_whisper_input(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
 class LocalSTT:
     """:class:`~pipeline.services.stt.STTService` on the shared embedded whisper model.
 
-    ``last_processing`` is the seconds the last transcription took in its worker (not
-    counting time queued behind other sessions' calls).
+    Each :class:`Transcript` carries its own ``processing``: the seconds the
+    transcription took in its worker (not counting time queued behind other calls).
     """
 
     model = "whisper-tiny.en"
 
     def __init__(self, models: EmbeddedModels | None = None) -> None:
         self._models = models or EmbeddedModels.shared()
-        self.last_processing: float | None = None
 
     async def transcribe(self, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE) -> Transcript:
         whisper = await self._models.stt.get()
         text, seconds = await self._models.stt.pool.run(_transcribe, whisper, pcm, sample_rate)
-        self.last_processing = seconds
-        return Transcript(text, "en")
+        return Transcript(text, "en", seconds)
 
 
 def _transcribe(whisper: WhisperModel, pcm: np.ndarray, sample_rate: int) -> tuple[str, float]:

@@ -46,10 +46,11 @@ class OpenAIEndpoint:
 
     @contextlib.contextmanager
     def guarded(self) -> Iterator[None]:
-        """One request: refused at once while the breaker is open (raises
+        """One call, retries included: refused at once while the breaker is open (raises
         :class:`~pipeline.services.circuit.ServiceUnavailableError`); a
-        :class:`ServiceError` counts as a failure, a normal exit as a success, anything
-        else (a cancelled or closed stream) as neither."""
+        :class:`ServiceError` counts as one failure, a normal exit as a success, anything
+        else (a cancelled or closed stream) as neither. Each retry inside it calls
+        :meth:`admit_retry` first."""
         breaker = self.breaker
         if breaker is None:
             yield
@@ -64,6 +65,11 @@ class OpenAIEndpoint:
             breaker.abandoned()
             raise
         breaker.succeeded()
+
+    def admit_retry(self) -> None:
+        """Before a retry inside :meth:`guarded`: refused if the breaker opened since."""
+        if self.breaker is not None:
+            self.breaker.check_retry()
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this service created it."""

@@ -2,13 +2,13 @@
 
 One streamed request per answer, no retries: once text has been spoken, asking again
 would repeat it. Timeouts: ``first_token_timeout`` bounds connect + headers + the first
-content; after that, ``chunk_timeout`` bounds each gap between chunks. Timing of the
-latest stream (reset when a stream starts; concurrent streams overwrite each other):
+content; after that, ``chunk_timeout`` bounds each gap between chunks. Each call's
+timing is on the :class:`~pipeline.services.llm.LLMStream` it returns (one service
+serves every session, so nothing per call is kept on it):
 
-- ``last_ttfb``: seconds from sending the request to the first content (a text or a
-  tool-call delta; the empty role-only first chunk does not count), ``None`` if none came.
-- ``last_duration``: seconds from sending the request to the stream's end, error or
-  early close.
+- ``ttfb``: seconds from the call to the first content (a text or a tool-call delta;
+  the empty role-only first chunk does not count), ``None`` if none came.
+- ``duration``: seconds from the call to the stream's end, error or early close.
 
 Tool calls arrive as deltas keyed by ``index`` (id and name first, arguments in
 fragments, several calls interleaved); they are joined and emitted as
@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +32,7 @@ from openai.types.chat import ChatCompletionChunk
 from pipeline.messages import Usage
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.errors import bad_response, map_error, timed_out
-from pipeline.services.llm import LLMChunk, TextDelta, ToolCallRequest, UsageReport
+from pipeline.services.llm import LLMChunk, LLMStream, TextDelta, ToolCallRequest, UsageReport
 from pipeline.services.openai_client import OpenAIEndpoint
 
 SERVICE = "llm"
@@ -113,8 +112,11 @@ class OpenAILLM(OpenAIEndpoint):
         client: openai.AsyncOpenAI | None = None,
         extra_body: dict[str, Any] | None = None,
         breaker: CircuitBreaker | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self.model = model
+        # Longest answer, sent as max_tokens; None sends none (the endpoint's own limit).
+        self.max_tokens = max_tokens
         self.supports_tools = supports_tools
         self.first_token_timeout = first_token_timeout
         self.chunk_timeout = chunk_timeout
@@ -125,13 +127,13 @@ class OpenAILLM(OpenAIEndpoint):
         super().__init__(
             client, base_url=base_url, api_key=api_key, timeout=backstop, breaker=breaker
         )
-        self.last_ttfb: float | None = None
-        self.last_duration: float | None = None
 
     def _request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tool_choice: Any
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+        if self.max_tokens:
+            kwargs["max_tokens"] = self.max_tokens
         if self.include_usage:
             kwargs["stream_options"] = {"include_usage": True}
         if tools and self.supports_tools:
@@ -142,31 +144,34 @@ class OpenAILLM(OpenAIEndpoint):
             kwargs["extra_body"] = self.extra_body
         return kwargs
 
-    async def stream(
+    def stream(
         self,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = None,
-    ) -> AsyncIterator[LLMChunk]:
+    ) -> LLMStream:
         """Text deltas as they come, then the joined tool calls, then usage."""
-        self.last_ttfb = None
-        self.last_duration = None
-        started = time.perf_counter()
-        try:
-            with self.guarded():
-                # aclosing: a barge-in's close reaches the HTTP stream at once.
-                async with aclosing(self._stream(messages, tools, tool_choice, started)) as chunks:
-                    async for chunk in chunks:
-                        yield chunk
-        finally:
-            self.last_duration = time.perf_counter() - started
+        return LLMStream(lambda call: self._guarded(call, messages, tools, tool_choice))
 
-    async def _stream(
+    async def _guarded(
         self,
+        call: LLMStream,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         tool_choice: Any,
-        started: float,
+    ) -> AsyncGenerator[LLMChunk, None]:
+        with self.guarded():
+            # aclosing: a barge-in's close reaches the HTTP stream at once.
+            async with aclosing(self._stream(call, messages, tools, tool_choice)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+
+    async def _stream(
+        self,
+        call: LLMStream,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: Any,
     ) -> AsyncIterator[LLMChunk]:
         loop = asyncio.get_running_loop()
         first_deadline = loop.time() + self.first_token_timeout
@@ -185,7 +190,8 @@ class OpenAILLM(OpenAIEndpoint):
         finished = False
         try:
             while True:
-                waiting_first = self.last_ttfb is None
+                # This call's own first token, never another session's.
+                waiting_first = call.ttfb is None
                 limit = first_deadline - loop.time() if waiting_first else self.chunk_timeout
                 chunk = await self._next(stream, limit, waiting_first)
                 if chunk is None:
@@ -198,11 +204,11 @@ class OpenAILLM(OpenAIEndpoint):
                     delta = choice.delta
                     if delta is None:
                         continue
-                    for call in delta.tool_calls or ():
-                        calls.add(call)
-                        self._first_token(started)
+                    for tool_call in delta.tool_calls or ():
+                        calls.add(tool_call)
+                        call.first_token()
                     if delta.content:
-                        self._first_token(started)
+                        call.first_token()
                         yield TextDelta(delta.content)
             if not finished:
                 raise bad_response(SERVICE, "the stream ended mid-way (no finish reason)")
@@ -216,10 +222,6 @@ class OpenAILLM(OpenAIEndpoint):
         finally:
             # Runs on aclose (barge-in) too: closing the response drops the connection.
             await stream.close()
-
-    def _first_token(self, started: float) -> None:
-        if self.last_ttfb is None:
-            self.last_ttfb = time.perf_counter() - started
 
     async def _next(
         self, stream: openai.AsyncStream[ChatCompletionChunk], limit: float, first: bool

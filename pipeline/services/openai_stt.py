@@ -65,28 +65,32 @@ class OpenAISTT(OpenAIEndpoint):
 
     async def transcribe(self, pcm: np.ndarray, sample_rate: int = 16000) -> Transcript:
         audio = wav_bytes(pcm, sample_rate)
+        attempts = 0
 
         async def attempt() -> Transcript:
+            nonlocal attempts
+            if attempts:
+                self.admit_retry()  # others' failures may have opened the breaker meanwhile
+            attempts += 1
             extra = {"language": self.language} if self.language else {}
-            with self.guarded():
-                try:
-                    result = await self._client.audio.transcriptions.create(
-                        file=("audio.wav", audio, "audio/wav"), model=self.model, **extra
-                    )
-                except Exception as exc:
-                    raise map_error(exc, SERVICE) from exc
-                text = getattr(result, "text", None)
-                if not isinstance(text, str):
-                    raise bad_response(SERVICE, "the answer had no text")
+            try:
+                result = await self._client.audio.transcriptions.create(
+                    file=("audio.wav", audio, "audio/wav"), model=self.model, **extra
+                )
+            except Exception as exc:
+                raise map_error(exc, SERVICE) from exc
+            text = getattr(result, "text", None)
+            if not isinstance(text, str):
+                raise bad_response(SERVICE, "the answer had no text")
             return Transcript(text.strip(), self.language)
 
-        try:
-            async with asyncio.timeout(self.total_timeout):
-                return await with_retries(
-                    attempt, SERVICE, retries=self.retries, base_delay=self.retry_delay
-                )
-        except TimeoutError:
-            error = timed_out(SERVICE, f"no transcript within {self.total_timeout:g} s")
-            if self.breaker is not None:
-                self.breaker.failed(error)  # the deadline cut the request: it counts
-            raise error from None
+        # The whole call, retries included, is one outcome for the breaker.
+        with self.guarded():
+            try:
+                async with asyncio.timeout(self.total_timeout):
+                    return await with_retries(
+                        attempt, SERVICE, retries=self.retries, base_delay=self.retry_delay
+                    )
+            except TimeoutError:
+                # The deadline cut the call: a ServiceError, so it counts as its failure.
+                raise timed_out(SERVICE, f"no transcript within {self.total_timeout:g} s") from None

@@ -75,22 +75,24 @@ class OpenAITTS(OpenAIEndpoint):
         started = False
         loop = asyncio.get_running_loop()
         give_up = loop.time() + (self.total_timeout or float("inf"))
-        while True:
-            try:
-                with self.guarded():
+        with self.guarded():  # the sentence, retries included, is one outcome for the breaker
+            while True:
+                if attempt:
+                    self.admit_retry()  # others' failures may have opened the breaker meanwhile
+                try:
                     async with aclosing(self._attempt(text)) as chunks:
                         async for pcm in chunks:
                             started = True
                             yield pcm
-                return
-            except Exception as exc:
-                error = map_error(exc, SERVICE, mid_stream=started)
-                delay = backoff(attempt, self.retry_delay)
-                late = loop.time() + delay > give_up
-                if started or not error.retryable or attempt >= self.retries or late:
-                    raise error from exc
-            await asyncio.sleep(delay)
-            attempt += 1
+                    return
+                except Exception as exc:
+                    error = map_error(exc, SERVICE, mid_stream=started)
+                    delay = backoff(attempt, self.retry_delay)
+                    late = loop.time() + delay > give_up
+                    if started or not error.retryable or attempt >= self.retries or late:
+                        raise error from exc
+                await asyncio.sleep(delay)
+                attempt += 1
 
     async def _attempt(self, text: str) -> AsyncIterator[np.ndarray]:
         """One request; errors come out as :class:`ServiceError` (for the breaker)."""

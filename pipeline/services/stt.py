@@ -10,8 +10,13 @@ import numpy as np
 
 @dataclass(frozen=True, slots=True)
 class Transcript:
+    """One utterance's text. ``processing``: seconds the model itself worked on it (not
+    counting time queued behind other calls), when the service knows; per call, as one
+    service serves every session."""
+
     text: str
     language: str | None = None
+    processing: float | None = None
 
 
 class STTService(Protocol):

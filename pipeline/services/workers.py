@@ -22,10 +22,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from loguru import logger
+
 T = TypeVar("T")
 
 # Marks the end of a stream in its queue (a producer may emit any object, even None).
 _END = object()
+
+
+def _retrieve(job: asyncio.Future[Any]) -> None:
+    """Mark a job's exception as seen; the consumer that wanted its result has gone."""
+    if not job.cancelled() and job.exception() is not None:
+        logger.debug("a pool job failed after its consumer stopped: {}", job.exception())
 
 
 class PoolSaturated(RuntimeError):
@@ -136,6 +144,10 @@ class WorkerPool:
             stop.set()
             if not job.done():
                 job.cancel()
+            # The consumer may stop before the job ends: its outcome is then nobody's, but
+            # is still retrieved (asyncio logs an exception nobody retrieved as an error).
+            # Not awaited: a running producer cannot be stopped, and the close must not wait.
+            job.add_done_callback(_retrieve)
 
     def shutdown(self, wait: bool = False) -> None:
         """Stop taking calls; queued ones are dropped, running ones finish."""

@@ -76,7 +76,7 @@ class StubCore:
         item = self._pop(endpoint)
         if isinstance(item, Fault) and item.kind == "status":
             record.completed = True
-            return record, item, error_response(item.status)
+            return record, item, error_response(item.status, item.message)
         if isinstance(item, Fault) and item.kind == "hang":
             await self._sleep(self.config.max_hang, request, record)
             return record, item, error_response(504)

@@ -15,7 +15,8 @@ FaultKind = Literal["status", "hang", "cut", "truncate", "malformed", "stall"]
 class Fault:
     """A scripted failure, by ``kind``:
 
-    - ``http(status)``: answer ``status`` with an OpenAI-style error body;
+    - ``http(status, message)``: answer ``status`` with an OpenAI-style error body (its
+      ``message``: the stub's usual one for that status unless given);
     - ``hang()``: never answer, until the client gives up;
     - ``cut(after)``: drop the connection mid-body (no finish_reason, no [DONE]);
     - ``truncate(after)``: end the body cleanly mid-stream (no finish_reason, no [DONE]);
@@ -31,10 +32,11 @@ class Fault:
     status: int = 500
     after: int = 0
     seconds: float = 0.0
+    message: str | None = None
 
     @classmethod
-    def http(cls, status: int) -> Fault:
-        return cls("status", status=status)
+    def http(cls, status: int, message: str | None = None) -> Fault:
+        return cls("status", status=status, message=message)
 
     @classmethod
     def hang(cls) -> Fault:
@@ -66,8 +68,9 @@ _MESSAGES = {
 }
 
 
-def error_response(status: int) -> Response:
-    message, code = _MESSAGES.get(status, (f"Stub error {status}.", None))
+def error_response(status: int, message: str | None = None) -> Response:
+    usual, code = _MESSAGES.get(status, (f"Stub error {status}.", None))
+    message = usual if message is None else message
     body = {"error": {"message": message, "type": "stub_error", "code": code}}
     return JSONResponse(body, status_code=status)
 
