@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import wave
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import av
@@ -21,6 +21,7 @@ import pytest
 
 from server.settings import get_settings
 from tests.openai_stub import OpenAIStub
+from tests.rtc_client import RTCTestClient
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the settings read from the environment besides PARLEY_* (see server/settings.py).
@@ -165,6 +166,17 @@ def stub() -> Iterator[OpenAIStub]:
 def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     """One server for a test module, with a short liveness timeout."""
     return start_server(liveness_timeout="3")
+
+
+@pytest.fixture
+async def pair(server: ServerProcess) -> AsyncIterator[tuple[RTCTestClient, RTCTestClient]]:
+    """Two connected sessions: the first gets abused, the second must not notice."""
+    clients = (RTCTestClient(server.url), RTCTestClient(server.url))
+    for client in clients:
+        await client.connect()
+    yield clients
+    for client in clients:
+        await client.close()
 
 
 def _write_wav(path: Path, samples: np.ndarray, rate: int) -> None:

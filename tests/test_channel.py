@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from tests.conftest import ServerProcess
 from tests.rtc_client import RTCTestClient
-
-
-@pytest.fixture
-async def pair(server: ServerProcess) -> AsyncIterator[tuple[RTCTestClient, RTCTestClient]]:
-    """Two connected sessions: the first gets abused, the second must not notice."""
-    clients = (RTCTestClient(server.url), RTCTestClient(server.url))
-    for client in clients:
-        await client.connect()
-    yield clients
-    for client in clients:
-        await client.close()
 
 
 def errors(client: RTCTestClient) -> list[dict]:

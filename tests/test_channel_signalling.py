@@ -8,7 +8,7 @@ answers and ``GET /api/sessions`` stay intact.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -23,16 +23,6 @@ from tests.rtc_client import RTCTestClient
 def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     # A generous message rate: these tests send many bad messages on purpose.
     return start_server(liveness_timeout="3", message_rate="500", message_burst="500")
-
-
-@pytest.fixture
-async def pair(server: ServerProcess) -> AsyncIterator[tuple[RTCTestClient, RTCTestClient]]:
-    clients = (RTCTestClient(server.url), RTCTestClient(server.url))
-    for client in clients:
-        await client.connect()
-    yield clients
-    for client in clients:
-        await client.close()
 
 
 def signalling(message: Any) -> str:

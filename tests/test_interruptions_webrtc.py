@@ -42,10 +42,7 @@ def models(ear: ClipEar) -> Iterator[OpenAIStub]:
 
 
 def settings(stub: OpenAIStub, **more: str) -> dict[str, str]:
-    return {
-        "stt": "openai", "llm": "openai", "tts": "openai", "preload_models": "true",
-        "openai_base_url": stub.base_url, "openai_api_key": stub.api_key, **more,
-    }  # fmt: skip
+    return stub.server_settings(preload_models="true", **more)
 
 
 @pytest.fixture(scope="module")

@@ -36,11 +36,7 @@ def models(ear: ClipEar) -> Iterator[OpenAIStub]:
 
 
 def settings(stub: OpenAIStub, **more: str) -> dict[str, str]:
-    return {
-        "stt": "openai", "llm": "openai", "tts": "openai",
-        "openai_base_url": stub.base_url, "openai_api_key": stub.api_key,
-        "preload_models": "true", **more,
-    }  # fmt: skip
+    return stub.server_settings(preload_models="true", **more)
 
 
 @pytest.fixture(scope="module")

@@ -48,6 +48,13 @@ class OpenAIStub(ChatEndpoint, AudioEndpoints):
     def api_key(self) -> str:
         return self.config.api_key or "any-key"
 
+    def server_settings(self, **more: str) -> dict[str, str]:
+        """A Parley server's settings with STT, LLM and TTS all at this stub."""
+        return {
+            "stt": "openai", "llm": "openai", "tts": "openai",
+            "openai_base_url": self.base_url, "openai_api_key": self.api_key, **more,
+        }  # fmt: skip
+
     def start(self, timeout: float = 10.0) -> OpenAIStub:
         server_log = logging.getLogger("uvicorn.error")
         if not_deliberate not in server_log.filters:
