@@ -100,14 +100,16 @@ def encode_result(value: Any) -> str:
 
 
 def parse_message(message: BaseMessage | Mapping[str, Any]) -> AsyncToolPayload | None:
-    """The async-tool payload a message carries, or None if it is not a well-formed one.
+    """The async-tool payload a message carries, or None if it is not one.
 
-    Stricter than merely decoding: the role must fit the kind (``started`` is a tool
-    message whose ``tool_call_id`` matches the payload's; results are developer
-    messages), and every field must have its type.
+    As lenient as the reference's parser, so that whatever it reads Parley reads too: a
+    ``tool`` or ``developer`` message whose content is a JSON object with
+    ``type="async_tool"``, a string ``tool_call_id`` and a known ``status``. A
+    ``description`` that is not a string reads as ``""``, a ``result`` that is not a
+    string as none; the kind follows from the result (none: ``started``) and the status.
     """
-    role, content, outer_id = _role_content_id(message)
-    if not isinstance(content, str):
+    role, content = _role_content(message)
+    if role not in ("tool", "developer") or not isinstance(content, str):
         return None
     try:
         payload = json.loads(content)
@@ -117,32 +119,28 @@ def parse_message(message: BaseMessage | Mapping[str, Any]) -> AsyncToolPayload 
         return None
     tool_call_id = payload.get("tool_call_id")
     status = payload.get("status")
+    if not isinstance(tool_call_id, str) or status not in (STATUS_RUNNING, STATUS_FINISHED):
+        return None
     description = payload.get("description", "")
+    if not isinstance(description, str):
+        description = ""
     result = payload.get("result")
-    if not isinstance(tool_call_id, str) or not isinstance(description, str):
-        return None
-    if status not in (STATUS_RUNNING, STATUS_FINISHED):
-        return None
-    if result is not None and not isinstance(result, str):
-        return None
+    if not isinstance(result, str):
+        result = None
     kind: AsyncToolKind
     if result is None:
         kind = "started"
-        if role != "tool" or status != STATUS_RUNNING or outer_id != tool_call_id:
-            return None
     else:
         kind = "final" if status == STATUS_FINISHED else "intermediate"
-        if role != "developer":
-            return None
     return AsyncToolPayload(kind, tool_call_id, status, description, result)
 
 
-def _role_content_id(message: BaseMessage | Mapping[str, Any]) -> tuple[Any, Any, Any]:
-    """``(role, content, tool_call_id)`` of a typed message or a plain dict."""
+def _role_content(message: BaseMessage | Mapping[str, Any]) -> tuple[Any, Any]:
+    """``(role, content)`` of a typed message or a plain dict."""
     if isinstance(message, ToolMessage):
-        return "tool", message.content, message.tool_call_id
+        return "tool", message.content
     if isinstance(message, DeveloperMessage):
-        return "developer", message.content, None
+        return "developer", message.content
     if isinstance(message, Mapping):
-        return message.get("role"), message.get("content"), message.get("tool_call_id")
-    return None, None, None
+        return message.get("role"), message.get("content")
+    return None, None

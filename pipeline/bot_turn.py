@@ -20,6 +20,17 @@ would. What already went to the output plays to its end (an LLM that fails mid-a
 still gets its complete sentences spoken), so the assistant message holds exactly what
 the user heard; the user's message stays in the context and the next turn starts from
 there. Tool calls of a failed stream are dropped: its arguments cannot be trusted.
+
+Tool calls are announced (:class:`~pipeline.frames.FunctionCallsStarted`) as soon as the
+LLM stream has ended, not after the preamble spoken with them has played: a call's
+latency must not include the preamble. A barge-in during the preamble then cancels the
+ordinary calls and leaves async tools running (the assistant aggregator does both).
+
+Reasoning (:class:`~pipeline.services.llm.ReasoningDelta`) becomes thought events
+(``LLMThoughtStarted`` / ``LLMThoughtText`` / ``LLMThoughtEnded``, the last at the first
+text or tool call, or at the end of the stream) and never reaches the sentences, the
+TTS or the spoken text; ``append_to_context`` comes from the LLM service's
+``thoughts_in_context``.
 """
 
 from __future__ import annotations
@@ -41,17 +52,29 @@ from pipeline.frames import (
     Event,
     FunctionCall,
     FunctionCallsStarted,
+    LLMMarker,
     LLMResponseEnded,
     LLMResponseStarted,
     LLMText,
+    LLMThoughtEnded,
+    LLMThoughtStarted,
+    LLMThoughtText,
     Metric,
     ServiceError,
     TTSStarted,
     TTSStopped,
 )
+from pipeline.messages import Usage
 from pipeline.playout_pacing import DEFAULT_TTS_AHEAD, PlayoutPacer
 from pipeline.sentences import SentenceAggregator
-from pipeline.services.llm import LLMService, TextDelta, ToolCallRequest, UsageReport
+from pipeline.services.llm import (
+    LLMChunk,
+    LLMService,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    UsageReport,
+)
 from pipeline.services.tts import TTSService
 from pipeline.turn_completion import (
     TurnCompletionConfig,
@@ -121,6 +144,10 @@ class BotTurn:
         self.tool_calls: list[ToolCallRequest] = []
         self.error: TurnError | None = None  # why the turn failed, if it did
         self._llm_done = False
+        # What the LLM used and why it stopped: on LLMResponseEnded, for the message.
+        self.usage = Usage()
+        self._stream: object = None
+        self._thought_chars: int | None = None  # characters of the thought going on, if one
 
     async def run(self) -> None:
         self._emit(LLMResponseStarted())
@@ -137,13 +164,22 @@ class BotTurn:
             self._llm_ended()  # a TTS failure cancelled the LLM: the client still hears so
         if self.tts is not None:
             await self._played_out()
-        self._announce_tool_calls()
         self._emit(BotResponseEnded())
 
     def _llm_ended(self) -> None:
         if not self._llm_done:
             self._llm_done = True
-            self._emit(LLMResponseEnded())
+            self._emit(LLMResponseEnded(self.usage, self._stop_reason()))
+
+    def _stop_reason(self) -> str:
+        """Why the LLM stopped: "error" if the turn failed, else the provider's
+        ``finish_reason``, else what the stream showed (a service that does not say)."""
+        if self.error is not None:
+            return "error"
+        reason = getattr(self._stream, "finish_reason", None)
+        if reason:
+            return str(reason)
+        return "tool_calls" if self.tool_calls else "stop"
 
     def _failed(self, error: TurnError) -> None:
         if self.error is not None:
@@ -161,7 +197,7 @@ class BotTurn:
         messages = self.messages
         if self._completion is not None:
             messages = with_instructions(messages, self._completion_config.instructions)
-        stream = self.llm.stream(messages, tools, tool_choice)
+        stream = self._stream = self.llm.stream(messages, tools, tool_choice)
         started = time.monotonic()
         first = True
         try:
@@ -170,17 +206,15 @@ class BotTurn:
                     if first and not isinstance(chunk, UsageReport):
                         first = False
                         self._metric("llm", "ttfb", time.monotonic() - started)
-                    if isinstance(chunk, TextDelta):
-                        self._text(chunk.text, splitter, sentences)
-                    elif isinstance(chunk, ToolCallRequest):
-                        self.tool_calls.append(chunk)
-                    elif isinstance(chunk, UsageReport):
-                        self.context.add_usage(chunk.usage)
-                        self._metric("llm", "tokens", chunk.usage)
+                    self._chunk(chunk, splitter, sentences)
+            self._thought_ended()
             if self._completion is not None:
                 self._text(self._completion.finish(), splitter, sentences, filtered=True)
             self._metric("llm", "processing", time.monotonic() - started)
             self._llm_ended()
+            # The calls start now, while the preamble is still being spoken: a call's
+            # latency must not include the preamble's playout.
+            self._announce_tool_calls()
             last = splitter.flush()
             if sentences is not None:
                 if last:
@@ -188,6 +222,7 @@ class BotTurn:
                 sentences.put_nowait(None)
         except Exception as exc:
             # The sentences already queued are still spoken; the unfinished one is not.
+            self._thought_ended()
             self._failed(TurnError("llm", exc))
             self._llm_ended()
             if sentences is not None:
@@ -197,6 +232,47 @@ class BotTurn:
                 sentences.put_nowait(None)
             raise
 
+    def _chunk(
+        self,
+        chunk: LLMChunk,
+        splitter: SentenceAggregator,
+        sentences: asyncio.Queue[str | None] | None,
+    ) -> None:
+        if isinstance(chunk, ReasoningDelta):
+            self._thought(chunk.text)
+            return
+        if isinstance(chunk, TextDelta):
+            self._thought_ended()
+            self._text(chunk.text, splitter, sentences)
+        elif isinstance(chunk, ToolCallRequest):
+            self._thought_ended()
+            self.tool_calls.append(chunk)
+        elif isinstance(chunk, UsageReport):
+            self.context.add_usage(chunk.usage)
+            self.usage = self.usage + chunk.usage
+            self._metric("llm", "tokens", chunk.usage)
+            if chunk.reasoning_tokens:
+                self._metric("llm", "reasoning_tokens", chunk.reasoning_tokens)
+
+    def _thought(self, text: str) -> None:
+        """Reasoning goes out as thought events only: never to the sentences, the TTS
+        or the spoken text (the aggregator keeps it in the context if the LLM says so)."""
+        if not text:
+            return
+        if self._thought_chars is None:
+            self._thought_chars = 0
+            keep = bool(getattr(self.llm, "thoughts_in_context", False))
+            self._emit(LLMThoughtStarted(llm=self._model("llm"), append_to_context=keep))
+        self._thought_chars += len(text)
+        self._emit(LLMThoughtText(text))
+
+    def _thought_ended(self) -> None:
+        if self._thought_chars is None:
+            return
+        chars, self._thought_chars = self._thought_chars, None
+        self._emit(LLMThoughtEnded())
+        self._metric("llm", "thought_characters", chars)
+
     def _text(
         self,
         text: str,
@@ -205,7 +281,10 @@ class BotTurn:
         filtered: bool = False,
     ) -> None:
         if self._completion is not None and not filtered:
+            seen = self._completion.marker
             text = self._completion.feed(text)
+            if self._completion.marker != seen:  # the context keeps it (never spoken)
+                self._emit(LLMMarker(self._completion.marker))
         if not text:
             return
         self._emit(LLMText(text))
@@ -254,9 +333,11 @@ class BotTurn:
         self.output.mark(done.set)
         await done.wait()
 
+    def _model(self, service: str) -> str:
+        return str(getattr(self.llm if service == "llm" else self.tts, "model", "") or "")
+
     def _metric(self, service: str, kind: str, value: object) -> None:
-        model = getattr(self.llm if service == "llm" else self.tts, "model", "")
-        self._emit(Metric(service, kind, value, str(model or "")))
+        self._emit(Metric(service, kind, value, self._model(service)))
 
     def _announce_tool_calls(self) -> None:
         if not self.tool_calls:

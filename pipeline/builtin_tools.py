@@ -1,8 +1,12 @@
-"""Two example tools: a quick one (the time) and a long-running async one (research).
+"""The built-in tools: the current time, and a demo of an async tool.
 
-``research_topic`` shows the async-tool protocol: it survives interruptions, reports
-progress with intermediate results, then returns its final result. It is a stand-in
-for a slow backend and consults no real sources.
+``get_current_time`` is real and offered by default (``PARLEY_TOOLS_ENABLED``).
+
+``research_topic`` is only an example of an async tool, off by default
+(``PARLEY_DEMO_TOOLS``): it survives interruptions, reports progress with intermediate
+results, then returns its final result, which is how a slow backend (a search, a
+booking) would plug in. It consults nothing, so offering it to real users would have the
+LLM announce "research" that never happened; its description tells the LLM so too.
 """
 
 from __future__ import annotations
@@ -48,12 +52,13 @@ async def get_current_time(timezone: str = "UTC") -> dict[str, Any]:
 def research_tool(
     steps: int = RESEARCH_STEPS, interval: float = RESEARCH_INTERVAL_SECS
 ) -> ToolSpec:
-    """The ``research_topic`` tool, reporting ``steps`` progress updates ``interval``
-    seconds apart (tests shorten both)."""
+    """The demo async tool ``research_topic``, reporting ``steps`` progress updates
+    ``interval`` seconds apart (tests shorten both)."""
 
     async def research_topic(topic: str, *, call: ToolCall) -> dict[str, Any]:
-        """Research a topic in the background. Progress arrives while you keep talking
-        with the user; the findings arrive when the research is done.
+        """Demo of a background task (it consults no sources; say so if asked): research
+        a topic in the background. Progress arrives while you keep talking with the user;
+        the result arrives when it is done.
 
         Args:
             topic: What to research, in a few words.
@@ -77,10 +82,13 @@ def research_tool(
 
 
 def default_registry(
-    research_steps: int = RESEARCH_STEPS, research_interval: float = RESEARCH_INTERVAL_SECS
+    demo_tools: bool = False,
+    research_steps: int = RESEARCH_STEPS,
+    research_interval: float = RESEARCH_INTERVAL_SECS,
 ) -> ToolRegistry:
-    """A registry with the example tools."""
+    """A registry with the built-in tools; ``demo_tools`` adds the demo async tool."""
     registry = ToolRegistry()
     registry.register(ToolSpec.from_function(get_current_time))
-    registry.register(research_tool(research_steps, research_interval))
+    if demo_tools:
+        registry.register(research_tool(research_steps, research_interval))
     return registry

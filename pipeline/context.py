@@ -59,8 +59,8 @@ def estimate_message_tokens(message: Message) -> int:
     match message:
         case SystemMessage() | DeveloperMessage():
             return TOKENS_PER_MESSAGE + _text_tokens(message.content)
-        case ToolMessage():
-            return TOKENS_PER_MESSAGE + _text_tokens(message.content)
+        case ToolMessage():  # one wire message per result
+            return sum(TOKENS_PER_MESSAGE + _text_tokens(r.content) for r in message.contents)
         case CompactionSummaryMessage():
             return TOKENS_PER_MESSAGE + _text_tokens(message.text())
         case UserMessage():
@@ -168,7 +168,7 @@ class LLMContext:
     def find_tool_message(self, tool_call_id: str) -> ToolMessage | None:
         """The first tool message answering ``tool_call_id``, if any."""
         for message in self._messages:
-            if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
+            if isinstance(message, ToolMessage) and message.result_for(tool_call_id):
                 return message
         return None
 
@@ -178,9 +178,11 @@ class LLMContext:
         there was one; the message keeps its id and place in the conversation."""
         found = False
         for message in self._messages:
-            if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
-                message.content = content
-                found = True
+            if isinstance(message, ToolMessage):
+                for result in message.contents:
+                    if result.id == tool_call_id:
+                        result.content = content
+                        found = True
         return found
 
     # -- tools -------------------------------------------------------------------------

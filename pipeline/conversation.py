@@ -42,6 +42,8 @@ from pipeline.frames import (
     FunctionCallResult,
     FunctionCallsStarted,
     Interruption,
+    LLMMarker,
+    LLMResponseEnded,
     LLMResponseStarted,
     LLMRunRequested,
     LLMThoughtEnded,
@@ -74,6 +76,8 @@ TICK_SECONDS = 0.05
 
 _ASSISTANT_EVENTS: tuple[type[Event], ...] = (
     LLMResponseStarted,
+    LLMMarker,
+    LLMResponseEnded,
     BotText,
     BotResponseEnded,
     Interruption,

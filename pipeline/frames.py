@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pipeline.messages import Usage
+
 # -- user speech (VAD) -------------------------------------------------------------
 
 
@@ -215,8 +217,20 @@ class LLMText(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class LLMMarker(Event):
+    """The LLM began its answer with a turn-completion marker (✓ ○ ◐): it goes in the
+    context (the LLM reads its own verdicts back), never to TTS or the transcript."""
+
+    marker: str
+
+
+@dataclass(frozen=True, slots=True)
 class LLMResponseEnded(Event):
-    pass
+    """The LLM stream ended: what it used, and why it stopped (the provider's
+    ``finish_reason``: "stop", "length", "tool_calls"…, or "error" if it failed)."""
+
+    usage: Usage | None = None
+    stop_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -247,11 +247,19 @@ class SystemMessage(BaseMessage):
     content: str = ""
     role: ClassVar[Role] = Role.SYSTEM
 
+    @classmethod
+    def text(cls, text: str) -> SystemMessage:
+        return cls(text)
+
 
 @dataclass
 class DeveloperMessage(BaseMessage):
     content: str = ""
     role: ClassVar[Role] = Role.DEVELOPER
+
+    @classmethod
+    def text(cls, text: str) -> DeveloperMessage:
+        return cls(text)
 
 
 @dataclass
@@ -298,16 +306,57 @@ class AssistantMessage(BaseMessage):
         return [c for c in self.contents if isinstance(c, ThinkingContent)]
 
 
-@dataclass
+@dataclass(init=False)
 class ToolMessage(BaseMessage):
-    tool_call_id: str = ""
-    content: str = ""
-    name: str | None = None
+    """The results of a batch of tool calls, one :class:`ToolResultContent` per call; on
+    the OpenAI wire each is a ``tool`` message of its own.
+
+    Most hold one result: ``ToolMessage(tool_call_id, content, name)`` makes one, and
+    ``tool_call_id`` / ``content`` read the first (change results through ``contents``).
+    ``name`` (the function's) is sent only with a single result, the OpenAI field being
+    per message.
+    """
+
+    contents: list[ToolResultContent]
+    name: str | None
     role: ClassVar[Role] = Role.TOOL
+
+    def __init__(
+        self,
+        tool_call_id: str = "",
+        content: str = "",
+        name: str | None = None,
+        *,
+        contents: list[ToolResultContent] | None = None,
+        id: str | None = None,
+        timestamp: float | None = None,
+    ) -> None:
+        self.id = id if id is not None else _new_id()
+        self.timestamp = timestamp if timestamp is not None else time.time()
+        if contents is None:
+            contents = [ToolResultContent(id=tool_call_id, content=content)]
+        self.contents = contents
+        self.name = name
+
+    @classmethod
+    def from_results(cls, results: list[ToolResultContent]) -> ToolMessage:
+        return cls(contents=list(results))
 
     @classmethod
     def from_result(cls, result: ToolResultContent) -> ToolMessage:
-        return cls(tool_call_id=result.id, content=result.content)
+        return cls(contents=[result])
+
+    def result_for(self, tool_call_id: str) -> ToolResultContent | None:
+        """The result answering ``tool_call_id``, if this message has one."""
+        return next((r for r in self.contents if r.id == tool_call_id), None)
+
+    @property
+    def tool_call_id(self) -> str:
+        return self.contents[0].id if self.contents else ""
+
+    @property
+    def content(self) -> str:
+        return self.contents[0].content if self.contents else ""
 
 
 @dataclass

@@ -56,14 +56,14 @@ def message_to_openai(message: Message) -> list[dict[str, Any]]:
         case AssistantMessage():
             return _assistant_to_openai(message)
         case ToolMessage():
-            wire = {
-                "role": "tool",
-                "tool_call_id": message.tool_call_id,
-                "content": message.content,
-            }
-            if message.name is not None:
-                wire["name"] = message.name
-            return [wire]
+            # One wire message per result: OpenAI answers each tool call separately.
+            out = [
+                {"role": "tool", "tool_call_id": r.id, "content": r.content}
+                for r in message.contents
+            ]
+            if message.name is not None and len(out) == 1:
+                out[0]["name"] = message.name
+            return out
         case CompactionSummaryMessage():
             return [{"role": "user", "content": message.text()}]
     return []

@@ -150,7 +150,7 @@ class ContextSummarizer:
         if not cfg.auto_trigger or self._pending is not None:
             return False
         messages = context.get_messages()
-        head = _head_len(messages)
+        head = head_length(messages)
         too_many_tokens = (
             cfg.max_context_tokens is not None
             and estimate_tokens(messages[head:]) >= cfg.max_context_tokens
@@ -199,7 +199,7 @@ class ContextSummarizer:
         if not summary:
             raise ValueError("the summary is empty")
         messages = context.get_messages()
-        head = _head_len(messages)
+        head = head_length(messages)
         end = head + len(request.messages)
         if conflict := _conflict(messages, head, end, request):
             raise StaleSummaryError(conflict)
@@ -222,7 +222,7 @@ class ContextSummarizer:
 # -- selection ---------------------------------------------------------------------------
 
 
-def _head_len(messages: Sequence[Message]) -> int:
+def head_length(messages: Sequence[Message]) -> int:
     """How many system messages open the conversation (the preserved prompt)."""
     count = 0
     while count < len(messages) and isinstance(messages[count], SystemMessage):
@@ -241,7 +241,7 @@ def _unsummarized_count(messages: Sequence[Message], head: int) -> int:
 def _results(message: Message) -> list[tuple[str, str]]:
     """``(tool_call_id, content)`` of the tool results a message carries."""
     if isinstance(message, ToolMessage):
-        return [(message.tool_call_id, message.content)]
+        return [(r.id, r.content) for r in message.contents]
     if isinstance(message, UserMessage):
         return [(c.id, c.content) for c in message.contents if isinstance(c, ToolResultContent)]
     return []
@@ -259,7 +259,7 @@ def _calls_by_id(messages: Sequence[Message], start: int, end: int) -> dict[str,
 
 def _select(messages: Sequence[Message], keep_last: int) -> tuple[int, int] | None:
     """The ``[start, end)`` span to summarize, or None when that would not help."""
-    start = _head_len(messages)
+    start = head_length(messages)
     end = max(start, len(messages) - keep_last)
     answers = {call_id: content for m in messages[start:] for call_id, content in _results(m)}
     calls = _calls_by_id(messages, start, end)
@@ -318,7 +318,7 @@ def _transcript_lines(message: Message) -> list[str]:
         case DeveloperMessage():
             return [f"Developer: {message.content}"]
         case ToolMessage():
-            return [f"Tool result [{message.tool_call_id}]: {message.content}"]
+            return [f"Tool result [{r.id}]: {r.content}" for r in message.contents]
         case CompactionSummaryMessage():
             return [f"Summary of the conversation before this: {message.summary}"]
         case UserMessage():

@@ -17,8 +17,10 @@ the call itself (id, raw arguments, ``result_callback`` for intermediate results
         await call.result_callback({"progress": "halfway"}, is_final=False)
         return {"summary": "..."}
 
-Returning is the final result (``None`` becomes ``"COMPLETED"`` in the context). A
-handler may instead report its final result itself with ``call.result_callback(result,
+Returning is the final result. A falsy one (``None``, ``{}``, ``[]``, ``0``, ``""``)
+becomes ``"COMPLETED"`` in the context and does not make the LLM answer again, whatever
+``run_llm`` says: there is nothing new for it to read (the reference's rule). A handler
+may instead report its final result itself with ``call.result_callback(result,
 run_llm=...)``; anything reported after the final result, its return value included, is
 dropped. A handler whose only argument is a pydantic model receives the whole arguments
 object as that model.
@@ -100,7 +102,8 @@ class ToolCall:
         self, result: Any, *, is_final: bool = True, run_llm: bool | None = None
     ) -> None:
         """Report a result: intermediate (``is_final=False``, for async tools) or final.
-        ``run_llm`` overrides whether the LLM answers once it is in the context."""
+        ``run_llm`` overrides whether the LLM answers once it is in the context (only
+        for a truthy result: an empty one never makes it answer)."""
         if self._finished:
             return  # one final result per call; late reports would confuse the context
         self._finished = is_final

@@ -117,7 +117,10 @@ class Transcriber:
             return
         if isinstance(event, SpeechStarted):
             if not self._recording:
-                self._start(event.t - self.pre_roll_secs)
+                # The pre-roll never reaches back into audio already sent: speech that
+                # resumes right after a stop would have its first word transcribed twice.
+                sent = self.last_span[1] if self.last_span is not None else float("-inf")
+                self._start(max(event.t - self.pre_roll_secs, sent))
         elif isinstance(event, SpeechStopped) and self._recording:
             self._submit(event.t + self.tail_secs)
 

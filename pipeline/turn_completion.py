@@ -4,7 +4,10 @@ With ``filter_incomplete_user_turns`` on, the LLM is told to begin every answer 
 marker: ✓ (the user finished: answer), ○ (cut off mid-thought: wait a little), or ◐ (the
 user needs time to think: wait longer). Answers marked incomplete are suppressed; if
 the user stays silent past the timeout, the LLM is asked to re-engage them. Markers never
-reach TTS, the client or the transcript.
+reach TTS, the client or the transcript, but they stay in the context (as in the
+reference): the filter reports the marker it saw (:attr:`TurnCompletionFilter.marker`),
+and the assistant message is stored as "✓ <answer>", or "○" / "◐" alone for a turn left
+unanswered, so the LLM reads its own verdicts back and the context keeps alternating.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class TurnCompletionFilter:
 
     def __init__(self) -> None:
         self.verdict = Verdict.UNDECIDED
+        self.marker = ""  # the marker the answer began with ("" until seen, or if none)
         self._held = ""
         self._at_start = True  # drop the space that follows the marker
 
@@ -94,6 +98,7 @@ class TurnCompletionFilter:
         ):
             if head.startswith(marker):
                 self.verdict = verdict
+                self.marker = marker
                 self._held = ""
                 return self._pass(head[len(marker) :]) if verdict is Verdict.COMPLETE else ""
         if head:  # markers are single characters: the first one decides

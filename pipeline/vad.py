@@ -70,13 +70,15 @@ class VADParams:
     start_secs: float = 0.2
     stop_secs: float = 0.8
     min_volume: float = 0.6
-    audio_idle_timeout: float = 1.0
+    audio_idle_timeout: float = 1.0  # 0: never end speech for missing audio (reference)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.confidence <= 1.0 or not 0.0 <= self.min_volume <= 1.0:
             raise ValueError("confidence and min_volume must be within 0..1")
-        if self.start_secs <= 0 or self.stop_secs <= 0 or self.audio_idle_timeout <= 0:
-            raise ValueError("start_secs, stop_secs and audio_idle_timeout must be > 0")
+        if self.start_secs <= 0 or self.stop_secs <= 0:
+            raise ValueError("start_secs and stop_secs must be > 0")
+        if self.audio_idle_timeout < 0:
+            raise ValueError("audio_idle_timeout must be >= 0 (0: off)")
 
 
 class VADState(Enum):
@@ -222,7 +224,7 @@ class VADAnalyzer:
         ``AudioIdle`` as a stop of its own (the turn controller) sees the user silent
         already and ignores it."""
         state, last_audio = self._state, self._audio_end
-        if state is VADState.QUIET or last_audio is None:
+        if state is VADState.QUIET or last_audio is None or not self.params.audio_idle_timeout:
             return []
         if t - last_audio < self.params.audio_idle_timeout:
             return []

@@ -138,6 +138,14 @@ class ServerMetrics:
             "User turns taken back because the user went on right after them.",
         )
         self.tokens = r.counter("parley_llm_tokens_total", "LLM tokens used.", ["direction"])
+        self.reasoning_tokens = r.counter(
+            "parley_llm_reasoning_tokens_total",
+            "LLM output tokens spent reasoning, as the endpoint reports them.",
+        )
+        self.thought_characters = r.counter(
+            "parley_llm_thought_characters_total",
+            "Characters of LLM reasoning streamed (never spoken).",
+        )
         self.tts_characters = r.counter(
             "parley_tts_characters_total", "Characters sent to text-to-speech."
         )
@@ -291,6 +299,10 @@ class SessionObserver:
             m.tokens.labels("output").inc(event.value.output_tokens)
         elif event.kind == "characters":
             m.tts_characters.inc(int(event.value))
+        elif event.kind == "reasoning_tokens":
+            m.reasoning_tokens.inc(int(event.value))
+        elif event.kind == "thought_characters":
+            m.thought_characters.inc(int(event.value))
 
     def _rtvi_error(self, error: RTVIError) -> None:
         self.metrics.errors.labels("rtvi").inc()

@@ -7,6 +7,13 @@ private: ``none`` (the events, with ids only), ``name`` (plus function names: th
 default) or ``full`` (plus arguments and results). A client-side tool's
 ``llm-function-call-in-progress`` always carries its name and arguments whatever the
 level: the client runs it and needs both (it sends them back with its result).
+
+The LLM's reasoning (thought) has no message type in RTVI 1.x, so it goes out as
+``server-message`` (the protocol's channel for what it does not define, which the
+official client hands to ``onServerMessage``), in the shape of the ``bot-llm-*`` trio:
+``{"type": "bot-llm-thought-started"}``, ``{"type": "bot-llm-thought-text", "text"}``
+per chunk, ``{"type": "bot-llm-thought-stopped"}``. Never as ``bot-llm-text`` or
+``bot-output``: a client must not show or speak it as the answer.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ from pipeline.frames import (
     LLMResponseEnded,
     LLMResponseStarted,
     LLMText,
+    LLMThoughtEnded,
+    LLMThoughtStarted,
+    LLMThoughtText,
     Metric,
     ServiceError,
     Transcription,
@@ -54,6 +64,8 @@ from server.rtvi_messages import (
     TextData,
     UserTranscriptionData,
 )
+
+RTVI_METRIC_KINDS = frozenset({"ttfb", "processing", "characters", "tokens"})
 
 
 class FunctionCallReporting:
@@ -99,8 +111,10 @@ class RTVIEvents:
         send: Callable[[dict[str, Any]], None],
         report_level: ReportLevel | FunctionCallReporting = "name",
         user_id: str = "",
+        thoughts: bool = True,
     ) -> None:
         self._send = send
+        self.thoughts = thoughts  # send the LLM's reasoning (see the module docstring)
         self.reporting = (
             report_level
             if isinstance(report_level, FunctionCallReporting)
@@ -136,9 +150,24 @@ class RTVIEvents:
         events.on(FunctionCallInProgress, self._call_started)
         events.on(FunctionCallResult, self._call_result)
         events.on(FunctionCallCancelled, self._call_cancelled)
-        events.on(Metric, lambda e: self._send(rtvi.message("metrics", rtvi_metrics(e))))
+        events.on(Metric, self._metric)
+        if self.thoughts:
+            events.on(LLMThoughtStarted, lambda _: self._thought("bot-llm-thought-started"))
+            events.on(LLMThoughtText, lambda e: self._thought("bot-llm-thought-text", e.text))
+            events.on(LLMThoughtEnded, lambda _: self._thought("bot-llm-thought-stopped"))
         events.on(ServiceError, self._error)
         events.on(AppMessage, lambda e: self._send(rtvi.message("server-message", e.data)))
+
+    def _metric(self, event: Metric) -> None:
+        # RTVI's metrics are these kinds; the rest (reasoning) is for Prometheus only.
+        if event.kind in RTVI_METRIC_KINDS:
+            self._send(rtvi.message("metrics", rtvi_metrics(event)))
+
+    def _thought(self, kind: str, text: str | None = None) -> None:
+        data: dict[str, Any] = {"type": kind}
+        if text is not None:
+            data["text"] = text
+        self._send(rtvi.message("server-message", data))
 
     def _transcription(self, event: Transcription) -> None:
         if not event.text.strip():

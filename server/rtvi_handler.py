@@ -54,6 +54,9 @@ class RTVISession(Protocol):
     def client_tool_result(self, data: FunctionCallResultData) -> None: ...
 
     def send_server_message(self, data: Any) -> None: ...
+
+    async def summarize_context(self) -> dict[str, Any]: ...
+
     def handle_ui(self, type_: str, msg_id: str, data: Any) -> None: ...
 
 
@@ -71,9 +74,16 @@ async def session_info_handler(session: RTVISession, d: Any) -> Any:
     return session.info()
 
 
+async def summarize_context_handler(session: RTVISession, d: Any) -> Any:
+    """``client-message`` ``t="summarize-context"``: summarize the older history now;
+    answers ``{status, summarized_messages?, tokens_before, tokens_after?}``."""
+    return await session.summarize_context()
+
+
 DEFAULT_CLIENT_MESSAGE_HANDLERS: dict[str, ClientMessageHandler] = {
     "echo": echo_handler,
     "session-info": session_info_handler,
+    "summarize-context": summarize_context_handler,
 }
 
 

@@ -5,16 +5,18 @@ The table :data:`SERVER_MESSAGES` maps each message type to the model of its ``d
 message from a model; fields left out when the model was constructed stay off the wire
 (that is how function-call report levels hide names, arguments and results).
 :func:`validate` checks a received message against the table (the tests run every
-message they get through it). Message types added later (the UI worker protocol's
-``ui-command`` and ``ui-job-group``) register their models in the same table.
+message they get through it). The UI worker protocol's server messages (``ui-command``,
+``ui-job-group``) are in it too, with the models of :mod:`pipeline.ui_protocol`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from pipeline import ui_protocol
 
 LABEL = "rtvi-ai"
 
@@ -153,6 +155,37 @@ class MetricsData(_Data):
     tokens: list[TokensEntry] | None = None
 
 
+# -- the UI worker protocol -------------------------------------------------------------------
+# The models of pipeline.ui_protocol, closed to unknown fields as every model here is.
+
+
+class UICommandData(ui_protocol.UICommandData, _Data):
+    pass
+
+
+class UIJobGroupStartedData(ui_protocol.UIJobGroupStartedData, _Data):
+    pass
+
+
+class UIJobUpdateData(ui_protocol.UIJobUpdateData, _Data):
+    pass
+
+
+class UIJobCompletedData(ui_protocol.UIJobCompletedData, _Data):
+    pass
+
+
+class UIJobGroupCompletedData(ui_protocol.UIJobGroupCompletedData, _Data):
+    pass
+
+
+# One of the four lifecycle steps, told apart by ``kind`` (which must be there).
+UIJobGroupData = Annotated[
+    UIJobGroupStartedData | UIJobUpdateData | UIJobCompletedData | UIJobGroupCompletedData,
+    Field(discriminator="kind"),
+]
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 _NO_DATA = (
@@ -191,6 +224,8 @@ SERVER_MESSAGES: dict[str, Any] = {
     "llm-function-call-in-progress": FunctionCallInProgressData,
     "llm-function-call-stopped": FunctionCallStoppedData,
     "llm-function-call": LegacyFunctionCallData,
+    ui_protocol.UI_COMMAND: UICommandData,
+    ui_protocol.UI_JOB_GROUP: UIJobGroupData,
     **dict.fromkeys(_NO_DATA),
 }
 

@@ -121,6 +121,7 @@ def build_services(settings: Settings) -> Services:
             chunk_timeout=settings.llm_timeout,
             max_tokens=settings.llm_token_limit(),
             breaker=breaker("llm"),
+            thoughts_in_context=settings.llm_thoughts_in_context,
         )
     )
     tts: TTSService = (
@@ -142,7 +143,7 @@ def build_services(settings: Settings) -> Services:
         type(llm).__name__,
         type(tts).__name__,
     )
-    tools = default_registry()
+    tools = default_registry(demo_tools=settings.demo_tools)
     for definition in settings.client_tools:
         tools.register(client_tool_spec(definition, settings.client_tool_timeout))
     # Loaded (and its file checked) now: a missing model stops the start, not a turn.

@@ -34,6 +34,7 @@ from server.settings import Settings
 from server.system_log import SystemLogForwarder, session_context
 from server.transcripts import TranscriptStore
 from server.ui_worker import UIEventHandler, UIWorker
+from server.video_intake import VideoIntake
 from server.voice import VoiceSession
 from server.webrtc import PacedAudioTrack, create_peer_connection, release_peer_connection
 
@@ -135,9 +136,14 @@ class Session:
         self.rtvi = RTVIHandler(self, handlers, max_text_chars=settings.max_text_chars)
         self.rtvi.on_fault = self.faults.report
         self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, ui_event_handlers)
-        self.voice = VoiceSession(services, settings, self.outbound, self.send, ui=self.ui)
+        # The camera and screen tracks, received only for an LLM that can see them.
+        self.video = VideoIntake(settings.vision_image_size) if settings.llm_vision else None
+        self.voice = VoiceSession(
+            services, settings, self.outbound, self.send, ui=self.ui, video=self.video
+        )
         self.voice.conversation.events.on_error = self._event_handler_failed
         self.voice.on_fault = self.faults.report
+        self.voice.on_end_call = self.request_close  # an idle user (PARLEY_USER_IDLE_TIMEOUT)
         self.outbound.on_error = lambda exc: self.faults.report("playout", exc)
         self.system_log: SystemLogForwarder | None = None
         if settings.rtvi_system_log != "off":
@@ -187,11 +193,12 @@ class Session:
         return self.pc.localDescription
 
     def _attach_media(self) -> None:
-        # Audio is answered sendrecv with our paced track; video (camera, screen) is
-        # answered inactive so that the browser sends none and we decode none.
+        # Audio is answered sendrecv with our paced track; video (camera, screen) recvonly
+        # for an LLM that sees (decoded only when it looks: server/video_intake.py), else
+        # inactive so that the browser sends none.
         for transceiver in self.pc.getTransceivers():
+            receiver = transceiver.receiver
             if transceiver.kind == "audio":
-                receiver = transceiver.receiver
                 set_jitter_prefetch(receiver, self._jitter_frames)
                 if receiver not in self._inbound:
                     inbound = InboundAudio(self._on_audio, self._audio_handler_failed)
@@ -200,6 +207,8 @@ class Session:
                 if transceiver.sender.track is None:
                     transceiver.sender.replaceTrack(self.outbound)
                 transceiver.direction = "sendrecv"
+            elif transceiver.kind == "video" and self.video and self.video.attach(receiver):
+                transceiver.direction = "recvonly"
             elif transceiver.direction != "inactive":
                 transceiver.direction = "inactive"
 
@@ -275,6 +284,11 @@ class Session:
         waits for the client."""
         self.voice.client_tool_result(data.tool_call_id, data.function_name, data.result)
 
+    async def summarize_context(self) -> dict[str, Any]:
+        """Summarize the conversation's older history now; the outcome (see
+        :meth:`pipeline.context_budget.ContextBudget.summarize_now`)."""
+        return await self.voice.summarize_now()
+
     def send_server_message(self, data: Any) -> None:
         """Push an app-defined message to the client (RTVI ``server-message``)."""
         self.send(rtvi.message("server-message", data))
@@ -333,6 +347,8 @@ class Session:
             await self._close_step("saying goodbye", self._say_goodbye(error))
             await self._close_step("closing the voice pipeline", self.voice.close())
             await self._close_step("ending the session's tasks", self._end_tasks())
+            if self.video is not None:
+                await self._close_step("closing the video intake", self.video.close())
             if self.system_log is not None:
                 self._close_call("closing the system log", self.system_log.close)
             self._close_call("stopping the outbound track", self.outbound.stop)
@@ -394,6 +410,7 @@ class Session:
             "track_status": dict(self.track_status),
             "request_data": self.request_data,
             "conversation": self.voice.info(),
+            "video": self.video.info() if self.video is not None else None,
             "ui": self.ui.info(),
         }
 

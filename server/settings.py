@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from pipeline.interruptions import DEFAULT_BACKCHANNELS
+from pipeline.turns.mute_names import MuteName
 
 
 class IceServer(BaseModel):
@@ -146,7 +147,7 @@ class Settings(BaseSettings):
         10, ge=1, description="New sessions a client address may open at once; then 429."
     )
 
-    @field_validator("api_keys", "cors_origins", mode="before")
+    @field_validator("api_keys", "cors_origins", "user_mute", mode="before")
     @classmethod
     def _split_list(cls, value: Any) -> Any:
         """A JSON list, or a comma-separated string, from the environment."""
@@ -192,6 +193,11 @@ class Settings(BaseSettings):
     tools_enabled: bool = Field(
         True, description="Offer the built-in tools to LLMs that can call them."
     )
+    demo_tools: bool = Field(
+        False,
+        description="Also offer research_topic, an example async tool that consults no "
+        "sources (a demo of progress updates; never for real users).",
+    )
     ui_tools: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Offer the UI tools (toast, navigate, highlight, focus, click, select, "
@@ -229,6 +235,10 @@ class Settings(BaseSettings):
     )
     rtvi_bot_tts_audio: bool = Field(
         False, description="Send the bot's TTS audio as bot-tts-audio messages (base64 PCM)."
+    )
+    rtvi_bot_llm_thoughts: bool = Field(
+        True,
+        description="Send the LLM's reasoning as server-message bot-llm-thought-* messages.",
     )
     rtvi_system_log: Literal["off", "TRACE", "DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "off",
@@ -294,7 +304,58 @@ class Settings(BaseSettings):
         "that is being answered, the answer stops and the two make one turn (0: off).",
     )
     user_turn_stop_timeout: float = Field(5.0, gt=0)
-    user_idle_timeout: float = Field(0.0, ge=0, description="0 = off.")
+    user_idle_timeout: float = Field(
+        0.0,
+        ge=0,
+        description="Seconds of user silence after the bot spoke before the client is told "
+        "(server-message user-idle) and the bot checks in (0 = off).",
+    )
+    user_idle_check_ins: int = Field(
+        2, ge=0, description="Check-ins of an idle user before the call ends (see below)."
+    )
+    user_idle_end_call: bool = Field(
+        True, description="End the call when the user stays idle after the last check-in."
+    )
+    user_idle_prompt: str = Field(
+        "The user has been silent for a while. In one short sentence, check whether they "
+        "are still there.",
+        description="What the LLM is told (a system message) to check in on an idle user.",
+    )
+    user_idle_goodbye: str = Field(
+        "It seems you have stepped away. Goodbye for now!",
+        description="Spoken before an idle call ends; empty: hang up without a word.",
+    )
+    user_mute: Annotated[list[MuteName], NoDecode] = Field(
+        default_factory=list,
+        description="When the user is not listened to (JSON list or comma-separated): "
+        "first_bot_speech, until_first_bot_turn, bot_speaking, function_calls.",
+    )
+    turn_completion: bool = Field(
+        False,
+        description="The LLM starts each answer with a turn marker: complete, or cut off "
+        "(short wait) or thinking (long wait); only complete turns are answered.",
+    )
+    turn_completion_short_timeout: float = Field(
+        5.0, gt=0, description="turn_completion: seconds before a cut-off user is prompted."
+    )
+    turn_completion_long_timeout: float = Field(
+        15.0, gt=0, description="turn_completion: seconds before a thinking user is prompted."
+    )
+    context_summarization: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Summarize older history when the context nears context_max_tokens: "
+        "auto = on for the OpenAI-compatible LLM (the embedded one trims to its window).",
+    )
+    context_max_tokens: int = Field(
+        8000,
+        ge=0,
+        description="The most conversation history (estimated tokens after the system "
+        "prompt) the LLM is sent; summaries start at 3/4 of it, the oldest messages are "
+        "dropped past it. 0: no limit.",
+    )
+    context_summary_max_tokens: int = Field(
+        1000, gt=0, description="max_tokens of the summary call."
+    )
     min_words_to_interrupt: int = Field(
         0,
         ge=0,
@@ -354,6 +415,28 @@ class Settings(BaseSettings):
     llm_supports_tools: bool = Field(
         True, description="Whether the OpenAI-compatible LLM can call tools."
     )
+    llm_vision: bool = Field(
+        False,
+        description="The OpenAI-compatible LLM takes images: the client's camera and screen "
+        "tracks are received, look_at_camera/look_at_screen offered, pictures sent as "
+        "image_url parts.",
+    )
+    vision_every_turn: bool = Field(
+        False,
+        description="llm_vision: send the current camera/screen picture with every "
+        "user turn (else only when the LLM looks).",
+    )
+    vision_max_images: int = Field(
+        3, ge=1, le=50, description="llm_vision: pictures kept in the context (older dropped)."
+    )
+    vision_image_size: int = Field(
+        512, ge=64, le=2048, description="llm_vision: long side of the pictures sent, in px."
+    )
+    llm_thoughts_in_context: bool = Field(
+        False,
+        description="Keep the LLM's reasoning in the context as a thinking block (never "
+        "spoken, never sent back to the endpoint).",
+    )
     llm_timeout: float = Field(
         10.0, gt=0, description="Seconds to the first token, or between chunks."
     )
@@ -399,6 +482,29 @@ class Settings(BaseSettings):
         if self.provider("llm") == "local" and tokens is not None and not 8 <= tokens <= 400:
             raise ValueError("llm_max_tokens must be 8 to 400 for the embedded LLM")
         return self
+
+    @model_validator(mode="after")
+    def _vision_needs_an_llm_that_sees(self) -> Settings:
+        if self.llm_vision and self.provider("llm") != "openai":
+            raise ValueError(
+                "llm_vision needs the OpenAI-compatible LLM (the embedded one sees nothing)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _first_turn_mute_needs_a_greeting(self) -> Settings:
+        if "until_first_bot_turn" in self.user_mute and not self.greeting.strip():
+            raise ValueError(
+                "user_mute until_first_bot_turn needs a greeting: without one the bot never "
+                "speaks first and the user is never heard"
+            )
+        return self
+
+    def summarizes_context(self) -> bool:
+        """Whether older history is summarized as the context nears its budget."""
+        if self.context_summarization == "auto":
+            return self.provider("llm") == "openai" and self.context_max_tokens > 0
+        return self.context_summarization == "on"
 
     def llm_token_limit(self) -> int | None:
         """The ``max_tokens`` of the LLM in use (its default when unset); None: send none."""

@@ -59,6 +59,7 @@ class SessionInfo(BaseModel):
     request_data: Any = None
     conversation: dict[str, Any] = {}
     ui: dict[str, Any] = {}  # the UI worker protocol: snapshots, events, job groups
+    video: dict[str, Any] | None = None  # per source (camera, screen), with PARLEY_LLM_VISION
 
 
 class SessionList(BaseModel):
@@ -169,3 +170,29 @@ async def post_server_message(
         raise HTTPException(404, f"unknown pc_id {pc_id!r}")
     session.send_server_message(body.data)
     return Sent(pc_id=pc_id)
+
+
+class SummaryOutcome(BaseModel):
+    """What summarizing did: ``status`` is ``applied``, ``nothing-to-summarize``,
+    ``stale`` (the conversation moved on meanwhile) or ``failed`` (with ``error``)."""
+
+    pc_id: str
+    status: Literal["applied", "nothing-to-summarize", "stale", "failed"]
+    summarized_messages: int = 0
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    error: str | None = None
+
+
+@router.post(
+    "/api/sessions/{pc_id}/summarize",
+    response_model=SummaryOutcome,
+    responses=ERRORS,
+    tags=["sessions"],
+)
+async def post_summarize(pc_id: str, registry: Registry, owner: Owner) -> SummaryOutcome:
+    """Replace the session's older history by a summary now (the last messages are kept)."""
+    session = registry.get_owned(pc_id, owner)
+    if session is None:
+        raise HTTPException(404, f"unknown pc_id {pc_id!r}")
+    return SummaryOutcome(pc_id=pc_id, **await session.summarize_context())

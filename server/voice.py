@@ -17,33 +17,42 @@ from loguru import logger
 
 from pipeline.client_tools import ClientToolCalls, ClientToolError
 from pipeline.context import LLMContext
+from pipeline.context_budget import ContextBudget, ContextBudgetParams
 from pipeline.conversation import Conversation
 from pipeline.echo import EchoCanceller
 from pipeline.frames import (
     BotPaused,
+    BotResponseEnded,
     BotStoppedSpeaking,
     Event,
     Metric,
     ServiceError,
+    SpeechStarted,
     Transcription,
     UserTurnStarted,
     UserTurnStopped,
 )
+from pipeline.idle_check_ins import IdleCheckInParams, IdleCheckIns
+from pipeline.image_results import ToolImages
 from pipeline.interruptions import InterruptionParams
 from pipeline.messages import AssistantMessage, UserMessage
 from pipeline.metrics import Prices
 from pipeline.tool_runner import ToolRunner
 from pipeline.transcriber import Transcriber
+from pipeline.turn_completion import TurnCompletionConfig, strip_markers
 from pipeline.turn_scorer import TurnScoring
 from pipeline.turns import UserTurnParams
+from pipeline.turns.mute_names import mute_strategies
 from pipeline.turns.stop_adaptive import AdaptiveStopParams
 from pipeline.vad import VADAnalyzer, VADParams, VADState
 from pipeline.vad_batcher import VADBatcher
+from pipeline.vision import VisionContext, VisionParams
+from pipeline.vision_tools import FrameSource, vision_tools
 from server.rtvi_audio import AudioLevelMeter, TTSAudioTap
 from server.rtvi_events import FunctionCallReporting, RTVIEvents
 from server.services import Services
 from server.settings import Settings
-from server.ui_worker import UIWorker
+from server.ui_worker import SessionTools, UIWorker
 from server.webrtc import OUT_RATE, PacedAudioTrack
 
 # How often a session checks for audio that stopped arriving mid-speech.
@@ -84,12 +93,18 @@ class VoiceSession:
         output: PacedAudioTrack,
         send: Callable[[dict[str, Any]], None],
         ui: UIWorker | None = None,
+        video: FrameSource | None = None,
     ) -> None:
         self.settings = settings
         # Told what a VAD event's handler raised (the session counts it); None: raise.
         self.on_fault: Callable[[str, Exception], None] | None = None
         can_call = services.llm.supports_tools
         tools = services.tools if settings.tools_enabled and can_call else None
+        if video is not None and can_call:  # look_at_camera/look_at_screen, bound to this call
+            tools = SessionTools(tools)
+            for spec in vision_tools(video):
+                if spec.name not in tools:  # an app's own tool of that name wins
+                    tools.register(spec)
         if ui is not None:
             tools = ui.tool_registry(tools, can_call)  # plus the UI tools, bound to this call
         self.context = LLMContext(
@@ -117,6 +132,12 @@ class VoiceSession:
             ),
             pause_on_interruption=settings.pause_on_interruption,
             tts_ahead=settings.tts_ahead_seconds,
+            mute_strategies=mute_strategies(settings.user_mute),
+            filter_incomplete_user_turns=settings.turn_completion,
+            turn_completion=TurnCompletionConfig(
+                incomplete_short_timeout=settings.turn_completion_short_timeout,
+                incomplete_long_timeout=settings.turn_completion_long_timeout,
+            ),
         )
         output.listener = self.conversation
         # The end-of-turn model hears the turn at every pause (shared scorer, off the loop).
@@ -150,8 +171,17 @@ class VoiceSession:
             model=services.vad,
         )
         self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed)
+        # Pictures: tools' (pipeline/image_results.py), the video's (pipeline/vision.py).
+        self.images = ToolImages(self.context, enabled=settings.llm_vision)
+        self.images.attach(self.conversation.events)
+        self.vision: VisionContext | None = None
+        if video is not None:
+            seeing = VisionParams(settings.vision_every_turn, settings.vision_max_images)
+            self.vision = VisionContext(self.context, video, seeing)
+            self.vision.attach(self.conversation)
         # ``is not None``: the UI worker's registry may start empty and get the UI tools later.
-        self.tools = ToolRunner(tools, self.conversation.feed) if tools is not None else None
+        tool_feed = self.images.feed(self.conversation.feed)
+        self.tools = ToolRunner(tools, tool_feed) if tools is not None else None
         if ui is not None:
             ui.attach(self.context, self.conversation, self.tools, tools)
         if self.tools is not None:
@@ -168,10 +198,45 @@ class VoiceSession:
             tools,
             legacy=settings.rtvi_legacy_function_call,
         )
-        self.rtvi = RTVIEvents(send, reporting)
+        self.rtvi = RTVIEvents(send, reporting, thoughts=settings.rtvi_bot_llm_thoughts)
         self.rtvi.subscribe(self.conversation.events)
+        self._context_limits(services, settings)
+        # Ends the call (the session sets it): an idle user who never answered.
+        self.on_end_call: Callable[[str], None] | None = None
+        self.idle: IdleCheckIns | None = None
+        if settings.user_idle_timeout > 0:
+            idle = IdleCheckInParams(
+                timeout=settings.user_idle_timeout,
+                prompt=settings.user_idle_prompt,
+                check_ins=settings.user_idle_check_ins,
+                end_call=settings.user_idle_end_call,
+                goodbye=settings.user_idle_goodbye,
+            )
+            self.idle = IdleCheckIns(self.conversation, idle, self._end_call)
+        # Whether the utterance in progress began while the user was muted: then it is
+        # ignored whole, even where it goes on after mute ended (never a turn).
+        self._muted_utterance = False
         self._idle_check: asyncio.Task[None] | None = None
         self._vad_batcher: VADBatcher | None = None
+
+    def _context_limits(self, services: Services, settings: Settings) -> None:
+        """Summaries and the token limit; the limit's hook runs after every other one
+        (the UI state, the camera's picture), so it counts what they add."""
+        params = ContextBudgetParams(
+            max_tokens=settings.context_max_tokens,
+            summarize=settings.summarizes_context(),
+            summary_max_tokens=settings.context_summary_max_tokens,
+            summary_timeout=3 * settings.llm_timeout,
+        )
+        self.context_budget = ContextBudget(
+            self.context, services.llm, self.conversation.events.emit, params
+        )
+        self.conversation.before_llm_run.append(self.context_budget.before_llm_run)
+        self.conversation.events.on(BotResponseEnded, self.context_budget.answer_ended)
+
+    def _end_call(self, reason: str) -> None:
+        if self.on_end_call is not None:
+            self.on_end_call(reason)
 
     def start(self) -> None:
         self.conversation.start()
@@ -212,9 +277,12 @@ class VoiceSession:
             self.conversation.tick()  # timers the events armed may be due already
 
     def _vad_event(self, event: Event) -> None:
+        if isinstance(event, SpeechStarted):
+            self._muted_utterance = self.conversation.turns.muted
         if self.turn_scoring is not None:
             self.turn_scoring.handle(event)  # before the turn logic: it may end the turn
-        self.transcriber.handle(event)
+        if not self._muted_utterance:  # muted speech is not even transcribed
+            self.transcriber.handle(event)
         self.conversation.feed(event)
 
     async def _check_idle_forever(self) -> None:
@@ -259,20 +327,32 @@ class VoiceSession:
             raise ClientToolError("this session offers no client-side tools")
         self.client_tools.resolve(tool_call_id, function_name, result)
 
+    async def summarize_now(self) -> dict[str, Any]:
+        """Summarize the older history now (RTVI ``summarize-context``, the app API)."""
+        return await self.context_budget.summarize_now()
+
     def info(self) -> dict[str, Any]:
         """Conversation figures for the session endpoint."""
+        # The context keeps the turn-completion markers; a transcript never shows them.
         transcript = [
-            {"role": m.role.value, "content": m.text_content(), "interrupted": m.interrupted}
+            {"role": m.role.value, "content": text, "interrupted": m.interrupted}
             if isinstance(m, AssistantMessage)
-            else {"role": m.role.value, "content": m.text_content()}
+            else {"role": m.role.value, "content": text}
             for m in self.context.messages
-            if isinstance(m, UserMessage | AssistantMessage) and m.text_content()
+            if isinstance(m, UserMessage | AssistantMessage) and (text := _shown(m))
         ]
         info: dict[str, Any] = {
             "messages": len(self.context.messages),
             "transcript": transcript,
             "metrics": self.conversation.metrics.summary(),
+            "context": self.context_budget.info(),
         }
+        if self.vision is not None:
+            info["vision"] = {
+                "turn_pictures": self.vision.turn_frames,
+                "tool_pictures": self.images.shown,
+                "dropped": self.vision.dropped,
+            }
         if self.echo is not None:
             detector = self.echo.detector
             info["echo"] = {
@@ -291,6 +371,9 @@ class VoiceSession:
             self._idle_check.cancel()
             await asyncio.gather(self._idle_check, return_exceptions=True)
         await self.transcriber.close()
+        if self.idle is not None:
+            self.idle.close()
+        await self.context_budget.close()
         if self.turn_scoring is not None:
             await self.turn_scoring.close()
         if self.client_tools is not None:
@@ -298,3 +381,9 @@ class VoiceSession:
         if self.tools is not None:
             await self.tools.close()
         await self.conversation.close()
+
+
+def _shown(message: UserMessage | AssistantMessage) -> str:
+    """A message's text as a transcript shows it: without turn-completion markers."""
+    text = message.text_content()
+    return strip_markers(text) if isinstance(message, AssistantMessage) else text

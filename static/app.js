@@ -33,6 +33,34 @@ client.on("state", (state) => {
   if (!live) stopAudio();
 });
 
+// -- camera and screen: offered when the server's LLM can see ---------------------------------
+
+client.on("video", ({ accepted }) => {
+  $("camera").disabled = $("screen").disabled = !accepted;
+});
+client.on("state", (state) => state !== "connected" && ($("camera").disabled = $("screen").disabled = true));
+
+function showSharing(button, on, label) {
+  button.setAttribute("aria-pressed", String(on));
+  button.textContent = on ? `Stop ${label}` : `Share ${label}`;
+}
+
+client.on("camera", (stream) => {
+  showSharing($("camera"), !!stream, "camera");
+  $("camera-preview").srcObject = stream;
+  $("camera-preview").hidden = !stream;
+});
+client.on("screen", (stream) => showSharing($("screen"), !!stream, "screen"));
+
+$("camera").onclick = () =>
+  client
+    .shareCamera($("camera").getAttribute("aria-pressed") !== "true")
+    .catch((err) => showError(err.kind ?? "other", err.message));
+$("screen").onclick = () =>
+  client
+    .shareScreen($("screen").getAttribute("aria-pressed") !== "true")
+    .catch((err) => showError(err.kind ?? "other", err.message));
+
 function showError(kind, text) {
   $("error").dataset.kind = kind;
   $("error").textContent = text;

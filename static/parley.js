@@ -13,6 +13,8 @@
 //   "state"      "connecting" | "connected" | "disconnected"
 //   "track"      the bot's remote audio MediaStreamTrack
 //   "mic"        the local MediaStream (again after switchMic)
+//   "video"      {accepted}: whether the server takes our camera/screen (an LLM that sees)
+//   "camera"     the shared camera's MediaStream, or null when it stops; "screen" likewise
 //   "lost"       {reason}: the connection ended without us asking
 //   "message"    every RTVI message from the server; also emitted under its own type,
 //                e.g. client.on("bot-output", data => ...), with (data, message)
@@ -26,7 +28,7 @@ const BOT_READY_TIMEOUT_MS = 10000;
 export class ParleyError extends Error {
   constructor(message, { kind, status, retryAfter } = {}) {
     super(message);
-    this.kind = kind; // "mic-denied" | "no-mic" | "server-full" | "http" | "timeout" | "lost"
+    this.kind = kind; // "mic-denied" | "no-mic" | "camera-denied" | "no-camera" | "server-full" | "http" | "timeout" | "lost"
     this.status = status;
     this.retryAfter = retryAfter; // seconds, for "server-full"
   }
@@ -41,6 +43,8 @@ export class ParleyClient {
     this.channel = null;
     this.pcId = null;
     this.micStream = null;
+    this.videoAccepted = false;
+    this.video = { camera: null, screen: null }; // {transceiver, stream} while connected
     this.muted = false;
     this.nextId = 1;
     this.outbox = []; // messages sent before the channel opened
@@ -82,6 +86,11 @@ export class ParleyClient {
       const [track] = this.micStream.getAudioTracks();
       track.enabled = !this.muted;
       pc.addTransceiver(track, { direction: "sendrecv", streams: [this.micStream] });
+      // Camera (mid 1) and screen (mid 2), as Pipecat's client offers them: sending
+      // nothing until shared, so sharing later needs no renegotiation.
+      for (const source of ["camera", "screen"]) {
+        this.video[source] = { transceiver: pc.addTransceiver("video", { direction: "sendrecv" }), stream: null };
+      }
       this.openChannel(pc.createDataChannel("chat", { ordered: true }));
       pc.ontrack = (e) => e.track.kind === "audio" && this.emit("track", e.track);
       pc.onicecandidate = (e) => this.queueCandidate(e.candidate);
@@ -102,6 +111,9 @@ export class ParleyClient {
       this.pcId = answer.pc_id;
       await pc.setRemoteDescription({ type: "answer", sdp: answer.sdp });
       this.flushCandidates();
+      // The server answers video recvonly only when its LLM can see (else inactive).
+      this.videoAccepted = this.video.camera.transceiver.currentDirection === "sendonly";
+      this.emit("video", { accepted: this.videoAccepted });
 
       const about = { library: "parley-web", library_version: "0.1.0", platform: navigator.userAgent };
       const id = this.send("client-ready", { version: "2.1.0", about });
@@ -245,6 +257,45 @@ export class ParleyClient {
     this.emit("mic", stream);
   }
 
+  // -- camera and screen ---------------------------------------------------------------------
+
+  /** Share the camera (`on`) or stop sharing it; the server's LLM may then look at it. */
+  async shareCamera(on) {
+    const stream = on ? await getCamera() : null;
+    await this.shareVideo("camera", stream, 1);
+  }
+
+  /** Share a screen, window or tab (`on`), or stop; the browser asks which. */
+  async shareScreen(on) {
+    let stream = null;
+    if (on) {
+      try {
+        stream = await navigator.mediaDevices.getDisplayMedia({ video: true, audio: false });
+      } catch (err) {
+        if (err.name === "NotAllowedError") return; // the user chose nothing
+        throw err;
+      }
+      // Stopped from the browser's own "Stop sharing" bar.
+      stream.getVideoTracks()[0].onended = () => this.shareVideo("screen", null, 2);
+    }
+    await this.shareVideo("screen", stream, 2);
+  }
+
+  async shareVideo(source, stream, receiverIndex) {
+    const slot = this.video[source];
+    if (!this.pc || !slot?.transceiver) {
+      stopTracks(stream);
+      throw new Error("not connected");
+    }
+    await slot.transceiver.sender.replaceTrack(stream?.getVideoTracks()[0] ?? null);
+    stopTracks(slot.stream);
+    slot.stream = stream;
+    if (this.channel) {
+      this.sendRaw({ type: "signalling", message: { type: "trackStatus", receiver_index: receiverIndex, enabled: !!stream } });
+    }
+    this.emit(source, stream);
+  }
+
   // -- ending ------------------------------------------------------------------------------
 
   /** Hang up: `disconnect-bot`, then close the peer connection. */
@@ -272,7 +323,15 @@ export class ParleyClient {
     clearTimeout(this.candidateTimer);
     this.pc?.close();
     stopTracks(this.micStream);
+    for (const source of ["camera", "screen"]) {
+      if (this.video[source]?.stream) {
+        stopTracks(this.video[source].stream);
+        this.emit(source, null);
+      }
+    }
     Object.assign(this, { pc: null, channel: null, pcId: null, micStream: null, outbox: [], candidates: [] });
+    this.video = { camera: null, screen: null };
+    this.videoAccepted = false;
     this.setState("disconnected");
   }
 }
@@ -288,6 +347,21 @@ async function getMic(deviceId) {
     }
     if (err.name === "NotFoundError" || err.name === "OverconstrainedError") {
       throw new ParleyError("no microphone found", { kind: "no-mic" });
+    }
+    throw err;
+  }
+}
+
+async function getCamera() {
+  try {
+    // Small on purpose: the server sends the LLM at most 512 px on the long side.
+    return await navigator.mediaDevices.getUserMedia({ video: { width: { ideal: 640 }, height: { ideal: 480 } } });
+  } catch (err) {
+    if (err.name === "NotAllowedError" || err.name === "SecurityError") {
+      throw new ParleyError("camera permission denied", { kind: "camera-denied" });
+    }
+    if (err.name === "NotFoundError" || err.name === "OverconstrainedError") {
+      throw new ParleyError("no camera found", { kind: "no-camera" });
     }
     throw err;
   }

@@ -131,9 +131,12 @@ class RTCTestClient:
         jitter_frames: int | None = None,
         configuration: RTCConfiguration | None = None,
         echo: tuple[float, float] | None = None,
+        camera: MediaStreamTrack | None = None,
     ) -> None:
         """``echo``: ``(gain dB, delay s)`` at which the bot's audio comes back into the
-        microphone, as from a loudspeaker with no echo cancellation."""
+        microphone, as from a loudspeaker with no echo cancellation. ``camera``: a video
+        track to send on mid 1 (``tests.rtc_camera.ColourCamera``); else mid 1 sends none,
+        as a browser with the camera off."""
         self.base_url = base_url.rstrip("/")
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=20)
         # max-bundle always: the transceiver order below depends on it.
@@ -151,7 +154,7 @@ class RTCTestClient:
             set_jitter_prefetch(audio.receiver, jitter_frames)
         # Received audio is decoded on this loop, as the server does (16 kHz mono).
         InboundAudio(self._on_pcm).attach(audio.receiver)
-        self.pc.addTransceiver("video", direction="sendrecv")
+        self.pc.addTransceiver(camera or "video", direction="sendrecv")
         self.channel = self.pc.createDataChannel("chat", ordered=True)
         self.messages: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each message, as messages

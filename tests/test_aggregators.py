@@ -167,9 +167,11 @@ def test_interrupted_before_any_word_adds_no_message(bench: Bench) -> None:
     assert bench.seen[-1] == AssistantTranscript("", True, "T")
 
 
-def test_turn_completion_markers_are_stripped(bench: Bench) -> None:
+def test_turn_completion_markers_stay_out_of_the_transcript_only(bench: Bench) -> None:
+    # As the reference: the context keeps them (see test_reference_parity.py).
     bench.feed(LLMResponseStarted(), BotText("✓ Four."), BotResponseEnded())
-    assert bench.wire() == [{"role": "assistant", "content": "Four."}]
+    assert bench.wire() == [{"role": "assistant", "content": "✓ Four."}]
+    assert bench.seen[-1] == AssistantTranscript("Four.", False, "T")
 
 
 def test_thoughts_reach_the_context_only_when_asked(bench: Bench) -> None:
@@ -271,7 +273,7 @@ def test_results_while_the_user_speaks_run_nothing(bench: Bench) -> None:
 
 @pytest.mark.parametrize(
     ("result", "run_llm", "runs"),
-    [("x", False, 0), (None, True, 1), (None, None, 0), ("x", None, 1)],
+    [("x", False, 0), (None, True, 0), (None, None, 0), ("x", None, 1), ("x", True, 1)],
 )
 def test_run_llm_override(bench: Bench, result: object, run_llm: bool | None, runs: int) -> None:
     start(bench, call(1))

@@ -166,16 +166,9 @@ def _started(**changes: Any) -> str:
         {"role": "developer", "content": _payload(status=...)},
         {"role": "developer", "content": _payload(tool_call_id=7)},
         {"role": "developer", "content": _payload(tool_call_id=...)},
-        {"role": "developer", "content": _payload(result=42)},
-        {"role": "developer", "content": _payload(result={"a": 1})},
-        {"role": "developer", "content": _payload(description=["d"])},
         {"role": "user", "content": _payload()},
         {"role": "system", "content": _payload()},
-        {"role": "tool", "tool_call_id": "c", "content": _payload()},
-        {"role": "developer", "content": _started()},
-        {"role": "tool", "tool_call_id": "other", "content": _started()},
-        {"role": "tool", "content": _started()},
-        {"role": "tool", "tool_call_id": "c", "content": _started(status="finished")},
+        {"role": "assistant", "content": _payload()},
     ],
     ids=[
         "not-json",
@@ -188,20 +181,57 @@ def _started(**changes: Any) -> str:
         "no-status",
         "int-id",
         "no-id",
+        "user-role",
+        "system-role",
+        "assistant-role",
+    ],
+)
+def test_malformed_dicts_parse_to_none(message: dict[str, Any]) -> None:
+    assert async_tools.parse_message(message) is None
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # A result that is not a string reads as none: the payload is a "started" one.
+        ({"role": "developer", "content": _payload(result=42)}, ("started", "finished", None)),
+        (
+            {"role": "developer", "content": _payload(result={"a": 1})},
+            ("started", "finished", None),
+        ),
+        # A description that is not a string reads as "".
+        ({"role": "developer", "content": _payload(description=["d"])}, ("final", "finished", "r")),
+        # The role need not fit the kind, nor the outer tool_call_id the payload's.
+        ({"role": "tool", "tool_call_id": "c", "content": _payload()}, ("final", "finished", "r")),
+        ({"role": "developer", "content": _started()}, ("started", "running", None)),
+        (
+            {"role": "tool", "tool_call_id": "x", "content": _started()},
+            ("started", "running", None),
+        ),
+        ({"role": "tool", "content": _started()}, ("started", "running", None)),
+        ({"role": "tool", "content": _started(status="finished")}, ("started", "finished", None)),
+        ({"role": "tool", "content": _payload(status="running")}, ("intermediate", "running", "r")),
+    ],
+    ids=[
         "int-result",
         "dict-result",
         "list-description",
-        "user-role",
-        "system-role",
         "result-on-tool-role",
         "started-on-developer-role",
         "started-id-mismatch",
         "started-without-outer-id",
         "started-finished",
+        "intermediate-on-tool-role",
     ],
 )
-def test_malformed_dicts_parse_to_none(message: dict[str, Any]) -> None:
-    assert async_tools.parse_message(message) is None
+def test_payloads_the_reference_parses_parse(
+    message: dict[str, Any], expected: tuple[str, str, str | None]
+) -> None:
+    payload = async_tools.parse_message(message)
+    assert payload is not None
+    assert (payload.kind, payload.status, payload.result) == expected
+    assert payload.tool_call_id == "c"
+    assert payload.description in ("d", "")
 
 
 @pytest.mark.parametrize(

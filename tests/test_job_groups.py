@@ -246,6 +246,7 @@ def stub_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) ->
     return start_server(
         llm="openai", stt="openai", tts="openai",
         openai_base_url=stub.base_url, openai_api_key=stub.api_key,
+        demo_tools="true",  # research_topic, the demo async tool
     )  # fmt: skip
 
 

@@ -68,7 +68,7 @@ async def test_transcribes_an_espeak_question(models: EmbeddedModels) -> None:
     # Whisper writes numbers as digits ("What is 2 plus 2?"): either spelling is right.
     assert re.search(r"\b(two|2) plus (two|2)\b", transcript.text, re.IGNORECASE), transcript
     assert transcript.language == "en"
-    assert transcript.processing is not None and 0 < transcript.processing < 5
+    assert transcript.processing is not None and transcript.processing > 0  # measured, per call
 
 
 async def test_silence_transcribes_to_nothing(models: EmbeddedModels) -> None:
@@ -141,7 +141,7 @@ async def test_llm_streams_an_answer_with_usage(models: EmbeddedModels) -> None:
     assert text.strip()
     assert sum(isinstance(c, TextDelta) for c in received) > 1  # streamed, not one block
     assert usage and 0 < usage[0].output_tokens <= 40 and usage[0].input_tokens > 20
-    assert stream.ttfb is not None and stream.ttfb < 5
+    assert stream.ttfb is not None and stream.ttfb > 0  # measured, per stream
     assert stream.duration is not None and stream.duration >= stream.ttfb
 
 

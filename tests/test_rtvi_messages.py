@@ -27,6 +27,7 @@ def test_every_type_of_the_reference_is_in_the_table() -> None:
         "bot-llm-started", "bot-llm-stopped", "bot-tts-started", "bot-tts-stopped",
         "bot-started-speaking", "bot-stopped-speaking", "user-started-speaking",
         "user-stopped-speaking", "user-mute-started", "user-mute-stopped", "bot-interrupted",
+        "ui-command", "ui-job-group",
     }  # fmt: skip
     assert reference <= set(SERVER_MESSAGES)
 

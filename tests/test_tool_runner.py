@@ -83,7 +83,7 @@ async def until(condition: Callable[[], bool]) -> None:
 
 @pytest.fixture
 def registry() -> ToolRegistry:
-    return default_registry(research_steps=3, research_interval=0.02)
+    return default_registry(demo_tools=True, research_steps=3, research_interval=0.02)
 
 
 @pytest.fixture

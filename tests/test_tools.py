@@ -277,7 +277,7 @@ def test_client_side_tools_need_no_handler() -> None:
 
 
 def test_openai_tools_format() -> None:
-    registry = default_registry()
+    registry = default_registry(demo_tools=True)
     tools = registry.openai_tools()
     assert [t["function"]["name"] for t in tools] == ["get_current_time", "research_topic"]
     for tool in tools:

@@ -138,6 +138,29 @@ async def test_second_utterance_queues_behind_the_first(stt: LocalSTT) -> None:
     assert timed.calls[1][0] >= timed.finished[0]
 
 
+async def test_speech_resuming_right_after_a_stop_is_not_sent_twice(stt: LocalSTT) -> None:
+    # A pre-roll longer than the pause between two utterances would reach back into
+    # audio the first already sent (a short pause and a long pre-roll do the same).
+    line = timeline(0.5, espeak(DRAGON), 1.0, espeak(BOOK), 1.2)
+    timed = TimedSTT(stt)
+    events: list[Event] = []
+    transcriber = Transcriber(timed, events.append, pre_roll_secs=1.5)
+    spans: list[tuple[float, float]] = []
+    original = transcriber._submit
+
+    def submit(end: float, keep_recording: bool = False) -> None:
+        original(end, keep_recording)
+        assert transcriber.last_span is not None
+        spans.append(transcriber.last_span)
+
+    transcriber._submit = submit  # type: ignore[method-assign]
+    run = await feed(transcriber, line.samples, timed, events)
+    assert len(texts(run.events)) == 2 and len(spans) == 2
+    (_, first_end), (second_start, _) = spans
+    assert second_start >= first_end - 1e-6  # no sample of the first went again
+    await transcriber.close()
+
+
 async def test_frames_arriving_in_a_burst_are_not_cut_short(stt: LocalSTT) -> None:
     # The event loop stalls for 2 s as the user starts speaking: the frames of that time
     # then arrive together, stamped ~0.3 ms apart, and so are the VAD's event times.

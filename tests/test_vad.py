@@ -244,6 +244,20 @@ def test_audio_idle_ends_speech(model: SileroModel, sentence_a: np.ndarray) -> N
     assert analyzer.check_idle(last_audio + 5.0) == []
 
 
+def test_audio_idle_timeout_zero_never_ends_speech(
+    model: SileroModel, sentence_a: np.ndarray
+) -> None:
+    # Reference: audio_idle_timeout "Set to 0 to disable"; a negative one is refused.
+    line = timeline(0.5, sentence_a)
+    cut = (round(1.5 * SAMPLE_RATE) // FRAME) * FRAME  # mid-sentence, then no more audio
+    analyzer = VADAnalyzer(VADParams(audio_idle_timeout=0), model=model)
+    assert kinds(run(analyzer, line.samples[:cut])) == [SpeechStarted]
+    assert analyzer.check_idle(cut / SAMPLE_RATE + 3600.0) == []
+    assert analyzer.state is VADState.SPEAKING
+    with pytest.raises(ValueError, match="audio_idle_timeout"):
+        VADParams(audio_idle_timeout=-1)
+
+
 def test_idle_without_speech_emits_nothing(model: SileroModel) -> None:
     analyzer = VADAnalyzer(model=model)
     assert analyzer.check_idle(10.0) == []

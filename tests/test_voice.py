@@ -127,6 +127,7 @@ def stub_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) ->
         openai_api_key=stub.api_key,
         llm_model="stub-model",
         function_call_report_level="full",
+        demo_tools="true",  # research_topic, the demo async tool
     )
     server.wait_models_ready()
     return server

@@ -2,12 +2,15 @@
 
 It follows one LLM response from :class:`LLMResponseStarted` to :class:`BotResponseEnded`
 (or :class:`Interruption`), aggregating :class:`BotText` — text the user actually got,
-so an interrupted answer holds only what was spoken — into one assistant message. It
-keeps the function-call lifecycle in the context (``IN_PROGRESS`` placeholder, then the
-result, ``COMPLETED`` or ``CANCELLED``; the async-tool messages for calls that survive
-interruptions) and decides when the LLM must run again:
+so an interrupted answer holds only what was spoken — into one assistant message, with
+the turn-completion marker the LLM began with (:class:`LLMMarker`), and the usage and stop
+reason of :class:`LLMResponseEnded`. It keeps the function-call lifecycle in the context
+(``IN_PROGRESS`` placeholder, then the result, ``COMPLETED`` for an empty one, or
+``CANCELLED``; the async-tool messages for calls that survive interruptions) and decides
+when the LLM must run again:
 
-- after the last call of a parallel group completes (``run_llm`` on a result overrides);
+- after the last call of a parallel group completes (``run_llm`` on a non-empty result
+  overrides; an empty result never makes it run);
 - results arriving together (in one event-loop step) are bundled into one run;
 - never while the user is speaking (their turn will ask for an answer anyway), and
   deferred until the bot stops speaking if it is.
@@ -39,6 +42,8 @@ from pipeline.frames import (
     FunctionCallResult,
     FunctionCallsStarted,
     Interruption,
+    LLMMarker,
+    LLMResponseEnded,
     LLMResponseStarted,
     LLMRunRequested,
     LLMThoughtEnded,
@@ -51,15 +56,23 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
-from pipeline.messages import AssistantMessage, TextContent, ThinkingContent
+from pipeline.messages import AssistantMessage, Message, TextContent, ThinkingContent, Usage
 from pipeline.services.llm import LLMService, TextDelta
 from pipeline.summarizer import ContextSummarizer, StaleSummaryError, SummaryRequest
-from pipeline.turn_completion import strip_markers
+from pipeline.turn_completion import COMPLETE, strip_markers
 
 
 def _soon(callback: Callable[[], None]) -> None:
     """Run ``callback`` after the current event-loop step (bundles simultaneous results)."""
     asyncio.get_running_loop().call_soon(callback)
+
+
+def _insert_before(
+    messages: list[Message], anchor: Message | None, message: Message
+) -> list[Message]:
+    """``messages`` with ``message`` just before ``anchor`` (at the end without one)."""
+    index = next((i for i, m in enumerate(messages) if m is anchor), len(messages))
+    return [*messages[:index], message, *messages[index:]]
 
 
 class AssistantAggregator:
@@ -90,6 +103,14 @@ class AssistantAggregator:
         self._thought_started = ""
         self._thought_to_context = False
         self._thought_llm = ""
+        # The first tool-call message of the response being aggregated: its calls start
+        # while the preamble is still spoken, and the preamble goes in before them.
+        self._first_call: Message | None = None
+        # Of the response being aggregated: its turn-completion marker, and what the LLM
+        # used and why it stopped (set on the assistant message).
+        self._marker = ""
+        self._usage = Usage()
+        self._stop_reason: str | None = None
 
     @property
     def has_function_calls_in_progress(self) -> bool:
@@ -99,6 +120,11 @@ class AssistantAggregator:
         match event:
             case LLMResponseStarted():
                 self._turn_started()
+            case LLMMarker(marker=marker):
+                self._marker = marker
+            case LLMResponseEnded():
+                self._usage = event.usage or Usage()
+                self._stop_reason = event.stop_reason
             case BotText(text=text):
                 if text:
                     self._parts.append((text, event.includes_spaces))
@@ -137,7 +163,13 @@ class AssistantAggregator:
                     self._request_run("function call results")
 
     def close(self) -> None:
-        """Session end: what was delivered so far is kept, marked interrupted."""
+        """Session end (the reference's EndFrame): what was delivered so far is kept, not
+        marked interrupted: ``interrupted`` means the user cut the bot off."""
+        self._turn_stopped(interrupted=False)
+
+    def cancel(self) -> None:
+        """Cancellation (the reference's CancelFrame): the turn in progress is kept as
+        delivered, marked interrupted."""
         self._turn_stopped(interrupted=True)
 
     # -- turns ------------------------------------------------------------------------
@@ -151,17 +183,36 @@ class AssistantAggregator:
     def _turn_stopped(self, interrupted: bool) -> None:
         if not self._started_at:
             return
-        content = strip_markers(join_text(self._parts))
+        delivered = join_text(self._parts)
         self._parts.clear()
-        if content:
-            text = [TextContent(content=content)]
-            self.context.add_message(AssistantMessage(contents=text, interrupted=interrupted))
+        kept = self._context_text(delivered)
+        if kept:
+            said = AssistantMessage(
+                contents=[TextContent(content=kept)],
+                usage=self._usage,
+                stop_reason="interrupted" if interrupted else self._stop_reason,
+                interrupted=interrupted,
+            )
+            self.context.transform_messages(lambda ms: _insert_before(ms, self._first_call, said))
+        content = strip_markers(delivered)
         self._emit(AssistantTranscript(content, interrupted, self._started_at))
         self._started_at = ""
+        self._first_call = None
+        self._marker, self._usage, self._stop_reason = "", Usage(), None
         if not interrupted and self.summarizer.should_summarize(self.context):
             request = self.summarizer.build_request(self.context)
             if request is not None:
                 self._emit(SummaryRequested(request))
+
+    def _context_text(self, delivered: str) -> str:
+        """What the context keeps of the answer: with its turn-completion marker, as in
+        the reference ("✓ <answer>"; "○" or "◐" alone for a turn left unanswered), so the
+        LLM reads its own verdicts back. The transcript never has the marker."""
+        if not self._marker:
+            return delivered
+        if not delivered:
+            return "" if self._marker == COMPLETE else self._marker
+        return f"{self._marker} {delivered}"
 
     def apply_summary(self, request: SummaryRequest, summary: str) -> bool:
         """Replace the history ``request`` covered by ``summary``; False if it went stale."""
@@ -209,7 +260,7 @@ class AssistantAggregator:
 
     def _call_in_progress(self, call: FunctionCall) -> None:
         arguments = json.dumps(call.arguments, ensure_ascii=False)
-        self.context.add_message(
+        message = self.context.add_message(
             {
                 "role": "assistant",
                 "tool_calls": [
@@ -231,6 +282,8 @@ class AssistantAggregator:
             placeholder = async_tools.build_started_message(call.tool_call_id)
         self.context.add_message(placeholder)
         self._calls[call.tool_call_id] = call
+        if self._started_at and self._first_call is None:
+            self._first_call = message
 
     def _call_result(self, event: FunctionCallResult) -> None:
         if event.tool_call_id not in self._calls:
@@ -238,18 +291,16 @@ class AssistantAggregator:
         call = self._calls[event.tool_call_id]
         is_async = call is not None and not call.cancel_on_interruption
         if not event.is_final:
-            if event.result is not None and is_async:
+            # An empty update ({}, [], 0, "") tells the LLM nothing (the reference drops it).
+            if event.result and is_async:
                 result = json.dumps(event.result, ensure_ascii=False)
                 self.context.add_message(
                     async_tools.build_intermediate_result_message(event.tool_call_id, result)
                 )
         else:
             del self._calls[event.tool_call_id]
-            result = (
-                json.dumps(event.result, ensure_ascii=False)
-                if event.result is not None
-                else "COMPLETED"
-            )
+            # As the reference: any falsy result, not only None, is "COMPLETED".
+            result = async_tools.encode_result(event.result)
             if is_async:
                 self.context.add_message(
                     async_tools.build_final_result_message(event.tool_call_id, result)
@@ -260,10 +311,12 @@ class AssistantAggregator:
             self._request_run("function call results")
 
     def _should_run(self, event: FunctionCallResult, call: FunctionCall | None) -> bool:
+        # As the reference: without a result there is nothing new for the LLM to read (a
+        # bare "COMPLETED"), so it does not run, whatever ``run_llm`` says.
+        if not event.result:
+            return False
         if event.run_llm is not None:
             return event.run_llm
-        if not event.result:
-            return False  # nothing new for the LLM to read (a bare "COMPLETED")
         if call is not None and call.group_id:
             # Only once no sibling of the same group is still running.
             return not any(

@@ -1,4 +1,4 @@
-"""The LLM interface: a stream of text deltas, tool calls and usage for one context."""
+"""The LLM interface: a stream of text deltas, reasoning, tool calls and usage for one context."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (its "thought"): shown to clients, never spoken."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallRequest:
     """A complete tool call (the service joins the streamed argument fragments)."""
 
@@ -27,9 +34,10 @@ class ToolCallRequest:
 @dataclass(frozen=True, slots=True)
 class UsageReport:
     usage: Usage
+    reasoning_tokens: int = 0  # of ``usage.output_tokens``, when the endpoint says
 
 
-LLMChunk = TextDelta | ToolCallRequest | UsageReport
+LLMChunk = TextDelta | ReasoningDelta | ToolCallRequest | UsageReport
 
 
 class LLMStream:
@@ -41,7 +49,9 @@ class LLMStream:
     - ``ttfb``: seconds from the call to its first content (text or a tool-call delta),
       ``None`` until then, or if none came;
     - ``duration``: seconds from the call to the stream's end (exhausted, failed or
-      closed), ``None`` while it runs.
+      closed), ``None`` while it runs;
+    - ``finish_reason``: why the model stopped, as the provider said it ("stop",
+      "length", "tool_calls"…), ``None`` if it did not say (yet).
 
     ``body`` makes the chunks; it gets this stream, to call :meth:`first_token` when
     content arrives. Closing the stream (``aclose``) closes ``body``, and its request.
@@ -51,6 +61,7 @@ class LLMStream:
         self._started = time.perf_counter()
         self.ttfb: float | None = None
         self.duration: float | None = None
+        self.finish_reason: str | None = None
         self._chunks = body(self)
 
     def first_token(self) -> None:
@@ -81,7 +92,10 @@ class LLMStream:
 
 class LLMService(Protocol):
     """Streams one answer. Closing the iterator early (``aclose``) must close the request.
-    A service that measures its calls returns an :class:`LLMStream` (timing per call)."""
+    A service that measures its calls returns an :class:`LLMStream` (timing per call).
+    A service whose model reasons streams :class:`ReasoningDelta` before its text; its
+    ``thoughts_in_context`` attribute (False if absent) says whether the thought is kept
+    in the context (the reference's ``append_to_context``)."""
 
     supports_tools: bool
 

@@ -49,6 +49,13 @@ class LocalLLMError(RuntimeError):
     """llama.cpp rejected the request or failed while answering."""
 
 
+class _Finished:
+    """llama.cpp's ``finish_reason``, carried from its thread to the stream."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -217,6 +224,9 @@ class LocalLLM:
             async for chunk in chunks:
                 if isinstance(chunk, LocalLLMError):
                     raise chunk
+                if isinstance(chunk, _Finished):
+                    call.finish_reason = chunk.reason
+                    continue
                 if isinstance(chunk, TextDelta):
                     call.first_token()
                 yield chunk
@@ -247,6 +257,8 @@ def _producer(
                 text = (choice.get("delta") or {}).get("content")
                 if text:  # reasoning_content, if any, is thinking: dropped
                     emit(TextDelta(text))
+                if choice.get("finish_reason"):
+                    emit(_Finished(str(choice["finish_reason"])))
             if chunk.get("usage"):
                 emit(UsageReport(_usage(chunk["usage"])))
             return stop.is_set()

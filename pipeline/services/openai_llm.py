@@ -6,8 +6,8 @@ content; after that, ``chunk_timeout`` bounds each gap between chunks. Each call
 timing is on the :class:`~pipeline.services.llm.LLMStream` it returns (one service
 serves every session, so nothing per call is kept on it):
 
-- ``ttfb``: seconds from the call to the first content (a text or a tool-call delta;
-  the empty role-only first chunk does not count), ``None`` if none came.
+- ``ttfb``: seconds from the call to the first content (a text, reasoning or tool-call
+  delta; the empty role-only first chunk does not count), ``None`` if none came.
 - ``duration``: seconds from the call to the stream's end, error or early close.
 
 Tool calls arrive as deltas keyed by ``index`` (id and name first, arguments in
@@ -15,6 +15,14 @@ fragments, several calls interleaved); they are joined and emitted as
 :class:`ToolCallRequest` once the stream has finished. Arguments that are not a JSON
 object fail the stream with :class:`ServiceBadResponseError` (strict on purpose: a tool
 run on guessed arguments is worse than a clear error); empty arguments mean ``{}``.
+
+Reasoning models stream their thought in a delta field the chat-completions API does
+not define: ``reasoning_content`` (vLLM, llama.cpp server, DeepSeek) or ``reasoning``
+(OpenRouter, Ollama, newer vLLM). Either becomes a :class:`ReasoningDelta`, never text:
+it is shown to clients and counted, never spoken. Reasoning counts as content for the
+timeouts (a model that thinks for a while is alive) and for ``ttfb``. The endpoint's
+count of reasoning tokens (``completion_tokens_details.reasoning_tokens``), if any,
+rides on the :class:`UsageReport`.
 """
 
 from __future__ import annotations
@@ -32,10 +40,19 @@ from openai.types.chat import ChatCompletionChunk
 from pipeline.messages import Usage
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.errors import bad_response, map_error, timed_out
-from pipeline.services.llm import LLMChunk, LLMStream, TextDelta, ToolCallRequest, UsageReport
+from pipeline.services.llm import (
+    LLMChunk,
+    LLMStream,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    UsageReport,
+)
 from pipeline.services.openai_client import OpenAIEndpoint
 
 SERVICE = "llm"
+# The delta fields servers put reasoning in, first found wins (some send both, the same).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 @dataclass
@@ -86,6 +103,38 @@ class _ToolCallJoiner:
         return [call.request() for _, call in sorted(self._calls.items())]
 
 
+def _reasoning(delta: Any) -> str:
+    for name in REASONING_FIELDS:
+        value = getattr(delta, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _delta_chunks(delta: Any, calls: _ToolCallJoiner, call: LLMStream) -> list[LLMChunk]:
+    """What one choice's delta brings: reasoning, then text; tool-call fragments go to
+    ``calls`` (joined at the end). Any of them is the call's first token."""
+    if delta is None:
+        return []
+    chunks: list[LLMChunk] = []
+    if reasoning := _reasoning(delta):
+        chunks.append(ReasoningDelta(reasoning))
+    for tool_call in delta.tool_calls or ():
+        calls.add(tool_call)
+        call.first_token()
+    if delta.content:
+        chunks.append(TextDelta(delta.content))
+    if chunks:
+        call.first_token()
+    return chunks
+
+
+def _reasoning_tokens(raw: Any) -> int:
+    details = getattr(raw, "completion_tokens_details", None)
+    tokens = getattr(details, "reasoning_tokens", None)
+    return tokens if isinstance(tokens, int) else 0
+
+
 def _usage(raw: Any) -> Usage:
     details = getattr(raw, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) or 0
@@ -113,8 +162,11 @@ class OpenAILLM(OpenAIEndpoint):
         extra_body: dict[str, Any] | None = None,
         breaker: CircuitBreaker | None = None,
         max_tokens: int | None = None,
+        thoughts_in_context: bool = False,
     ) -> None:
         self.model = model
+        # Whether the model's reasoning is kept in the context (it is never sent back).
+        self.thoughts_in_context = thoughts_in_context
         # Longest answer, sent as max_tokens; None sends none (the endpoint's own limit).
         self.max_tokens = max_tokens
         self.supports_tools = supports_tools
@@ -186,7 +238,7 @@ class OpenAILLM(OpenAIEndpoint):
             raise map_error(exc, SERVICE) from exc
 
         calls = _ToolCallJoiner()
-        usage: Usage | None = None
+        usage: UsageReport | None = None
         finished = False
         try:
             while True:
@@ -197,25 +249,19 @@ class OpenAILLM(OpenAIEndpoint):
                 if chunk is None:
                     break
                 if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
+                    usage = UsageReport(_usage(chunk.usage), _reasoning_tokens(chunk.usage))
                 for choice in chunk.choices:
                     if choice.finish_reason is not None:
                         finished = True
-                    delta = choice.delta
-                    if delta is None:
-                        continue
-                    for tool_call in delta.tool_calls or ():
-                        calls.add(tool_call)
-                        call.first_token()
-                    if delta.content:
-                        call.first_token()
-                        yield TextDelta(delta.content)
+                        call.finish_reason = str(choice.finish_reason)
+                    for piece in _delta_chunks(choice.delta, calls, call):
+                        yield piece
             if not finished:
                 raise bad_response(SERVICE, "the stream ended mid-way (no finish reason)")
             for request in calls.requests():
                 yield request
             if usage is not None:
-                yield UsageReport(usage)
+                yield usage
         except (AttributeError, TypeError) as exc:
             # The SDK builds chunks without validation: garbage shows up as missing fields.
             raise bad_response(SERVICE, f"a chunk was malformed ({exc})") from exc

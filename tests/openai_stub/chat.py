@@ -51,13 +51,18 @@ class ChatEndpoint(StubCore):
         events = self._chunks(body, reply, usage)
         return StreamingResponse(self._sse(events, fault, record), media_type="text/event-stream")
 
-    def _usage(self, body: dict[str, Any], completion_tokens: int) -> dict[str, int]:
+    def _usage(
+        self, body: dict[str, Any], completion_tokens: int, reasoning_tokens: int = 0
+    ) -> dict[str, Any]:
         prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt + completion_tokens,
         }
+        if reasoning_tokens:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+        return usage
 
     def _completion(self, body: dict[str, Any], reply: ChatReply) -> dict[str, Any]:
         calls = [
@@ -65,6 +70,8 @@ class ChatEndpoint(StubCore):
             for i, c in enumerate(reply.tool_calls)
         ]
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.reasoning:
+            message[reply.reasoning_field] = reply.reasoning
         if calls:
             message["tool_calls"] = calls
         return {
@@ -73,13 +80,18 @@ class ChatEndpoint(StubCore):
             "created": int(time.time()),
             "model": body.get("model", "stub-llm"),
             "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
-            "usage": self._usage(body, len(_tokens(reply.text)) + len(calls)),
+            "usage": self._usage(
+                body,
+                len(_tokens(reply.reasoning)) + len(_tokens(reply.text)) + len(calls),
+                len(_tokens(reply.reasoning)),
+            ),
         }
 
     def _chunks(
         self, body: dict[str, Any], reply: ChatReply, usage: bool
     ) -> list[tuple[bool, dict[str, Any]]]:
-        """``(is_content, chunk)`` in order: role, text, tool calls, finish, usage."""
+        """``(is_content, chunk)`` in order: role, reasoning, text, tool calls, finish,
+        usage."""
         model = body.get("model", "stub-llm")
 
         def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
@@ -95,6 +107,8 @@ class ChatEndpoint(StubCore):
             }
 
         out = [(False, chunk({"role": "assistant", "content": ""}))]
+        thought = _tokens(reply.reasoning)
+        out += [(True, chunk({reply.reasoning_field: t})) for t in thought]
         out += [(True, chunk({"content": t})) for t in _tokens(reply.text)]
         calls = reply.tool_calls
         for i, call in enumerate(calls):
@@ -111,7 +125,7 @@ class ChatEndpoint(StubCore):
         out.append((False, chunk({}, _finish(reply))))
         if usage:
             final = chunk(None)
-            final["usage"] = self._usage(body, sum(1 for c, _ in out if c))
+            final["usage"] = self._usage(body, sum(1 for c, _ in out if c), len(thought))
             out.append((False, final))
         return out
 

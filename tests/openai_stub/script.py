@@ -24,10 +24,15 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ChatReply:
-    """A scripted chat answer: text, then tool calls (their fragments interleaved)."""
+    """A scripted chat answer: reasoning, text, then tool calls (their fragments
+    interleaved). ``reasoning`` streams first, in the delta field ``reasoning_field``
+    (``reasoning_content`` as vLLM, llama.cpp and DeepSeek send it; ``reasoning`` as
+    others do)."""
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str = ""
+    reasoning_field: str = "reasoning_content"
 
 
 @dataclass
