@@ -12,6 +12,7 @@ import sys
 import time
 import wave
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import av
@@ -166,6 +167,21 @@ def stub() -> Iterator[OpenAIStub]:
 def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     """One server for a test module, with a short liveness timeout."""
     return start_server(liveness_timeout="3")
+
+
+@asynccontextmanager
+async def checked_client(url: str, stub: OpenAIStub) -> AsyncIterator[RTCTestClient]:
+    """A connected client on a fresh stub; on a clean exit every RTVI message it got must
+    have passed the protocol's models."""
+    stub.reset()
+    connected = RTCTestClient(url)
+    try:
+        await connected.connect()
+        yield connected
+        connected.assert_valid_rtvi()
+    finally:
+        await connected.close()
+        stub.reset()
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from aiortc import (
 from aiortc.mediastreams import MediaStreamError
 from av import Packet
 
+from server import rtvi_messages
 from server.inbound_audio import InboundAudio, set_jitter_prefetch
 from server.opus import OpusEncoder
 
@@ -315,6 +316,12 @@ class RTCTestClient:
     def types(self) -> list[str]:
         """The types of the RTVI messages received so far, in order."""
         return [m.get("type", "") for m in self.messages]
+
+    def assert_valid_rtvi(self) -> None:
+        """Every RTVI message received so far passes the protocol's models."""
+        for msg in self.messages:
+            if msg.get("type") != "signalling":
+                rtvi_messages.validate(msg)
 
     def stop_pinging(self) -> None:
         for task in self._tasks:

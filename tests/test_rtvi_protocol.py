@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 
-from server import rtvi_messages
 from server.rtvi import PROTOCOL_VERSION
 from tests.conftest import ServerProcess
 from tests.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
@@ -52,9 +51,7 @@ def by_call(client: RTCTestClient, name: str) -> dict[str, dict[str, Any]]:
 
 
 def assert_all_valid(client: RTCTestClient) -> None:
-    for msg in client.messages:
-        if msg.get("type") != "signalling":
-            rtvi_messages.validate(msg)
+    client.assert_valid_rtvi()
 
 
 async def assert_still_serving(client: RTCTestClient) -> None:

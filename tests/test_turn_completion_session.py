@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from pipeline.turn_completion import COMPLETE, INCOMPLETE_SHORT, MARKERS
-from server import rtvi_messages
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, checked_client
 from tests.openai_stub import OpenAIStub
 from tests.rtc_client import RTCTestClient
 
@@ -45,17 +44,8 @@ def completion_server(
 async def client(
     completion_server: ServerProcess, stub: OpenAIStub
 ) -> AsyncIterator[RTCTestClient]:
-    stub.reset()
-    connected = RTCTestClient(completion_server.url)
-    try:
-        await connected.connect()
+    async with checked_client(completion_server.url, stub) as connected:
         yield connected
-        for msg in connected.messages:
-            if msg.get("type") != "signalling":
-                rtvi_messages.validate(msg)
-    finally:
-        await connected.close()
-        stub.reset()
 
 
 async def test_incomplete_turn_is_not_answered_then_re_prompted(

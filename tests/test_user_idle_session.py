@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from server import rtvi_messages
 from tests.conftest import ServerProcess
 from tests.openai_stub import OpenAIStub
 from tests.rtc_client import RTCTestClient
@@ -72,9 +71,7 @@ async def test_unanswered_check_ins_end_the_call(
         assert check_in_prompts(stub) == 2
         spoken = [m["data"]["text"] for m in client.messages if m.get("type") == "bot-output"]
         assert " ".join(spoken) == f"Hi. Are you still there? Hello? Still with me? {GOODBYE}"
-        for msg in client.messages:
-            if msg.get("type") != "signalling":
-                rtvi_messages.validate(msg)
+        client.assert_valid_rtvi()
         async with httpx.AsyncClient(base_url=idle_server.url) as http:
             for _ in range(50):
                 if (await http.get(f"/api/sessions/{client.pc_id}")).status_code == 404:

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from server import rtvi_messages
-from tests.conftest import ServerProcess, make_speech
+from tests.conftest import ServerProcess, checked_client, make_speech
 from tests.openai_stub import OpenAIStub
 from tests.rtc_client import RTCTestClient
 
@@ -51,17 +50,8 @@ def muted_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -
 
 @pytest.fixture
 async def client(muted_server: ServerProcess, stub: OpenAIStub) -> AsyncIterator[RTCTestClient]:
-    stub.reset()
-    connected = RTCTestClient(muted_server.url)
-    try:
-        await connected.connect()
+    async with checked_client(muted_server.url, stub) as connected:
         yield connected
-        for msg in connected.messages:
-            if msg.get("type") != "signalling":
-                rtvi_messages.validate(msg)
-    finally:
-        await connected.close()
-        stub.reset()
 
 
 async def test_speech_while_the_bot_speaks_is_ignored(
