@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Self
 
 from pipeline.context import LLMContext
 from pipeline.conversation import Conversation
@@ -45,7 +45,41 @@ PARAMS = UserTurnParams(
 )
 
 
-class Call:
+class Running:
+    """A conversation whose paced track is drained as aiortc would, with the events it
+    saw; subclasses set ``conv``, ``track`` and ``seen``."""
+
+    conv: Conversation
+    track: PacedAudioTrack
+    seen: list[Event]
+    _sender: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        self.conv.start()
+        self._sender = asyncio.create_task(self._send())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._sender is not None
+        self._sender.cancel()
+        await asyncio.gather(self._sender, return_exceptions=True)
+        await self.conv.close()
+
+    async def _send(self) -> None:
+        while True:
+            await self.track.recv()
+
+    def kinds(self) -> list[type[Event]]:
+        return [type(e) for e in self.seen]
+
+    async def until(self, kind: type[Event], count: int = 1, within: float = 5.0) -> None:
+        deadline = time.monotonic() + within
+        while self.kinds().count(kind) < count:
+            assert time.monotonic() < deadline, f"no {kind.__name__}; saw {self.seen}"
+            await asyncio.sleep(0.01)
+
+
+class Call(Running):
     """One conversation on the real track, with the stub behind its LLM and TTS."""
 
     def __init__(self, stub: OpenAIStub, merge_window: float = 1.0, **options: Any) -> None:
@@ -73,24 +107,11 @@ class Call:
                      PreemptiveReplyEnded, UserTurnMerged, UserTranscript, BotPaused,
                      BotResumed, UserTurnDiscarded, Transcription):  # fmt: skip
             self.conv.events.on(kind, self.seen.append)
-        self._sender: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Call:
-        self.conv.start()
-        self._sender = asyncio.create_task(self._send())
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._sender is not None
-        self._sender.cancel()
-        await asyncio.gather(self._sender, return_exceptions=True)
-        await self.conv.close()
+        await super().__aexit__(*exc)
         for service in (self.llm, self.tts):
             await service.aclose()
-
-    async def _send(self) -> None:
-        while True:
-            await self.track.recv()
 
     def say(self, text: str, seconds: float = 0.6, probability: float = 0.95) -> float:
         """A stretch of speech that ended just now, as the session reports it: the VAD's
@@ -103,14 +124,5 @@ class Call:
         self.conv.feed(TurnEndScore(now + 0.04, probability, end))
         return end
 
-    def kinds(self) -> list[type[Event]]:
-        return [type(e) for e in self.seen]
-
     def chats(self) -> list[Any]:
         return self.stub.requests(CHAT)
-
-    async def until(self, kind: type[Event], count: int = 1, within: float = 5.0) -> None:
-        deadline = time.monotonic() + within
-        while self.kinds().count(kind) < count:
-            assert time.monotonic() < deadline, f"no {kind.__name__}; saw {self.kinds()}"
-            await asyncio.sleep(0.01)

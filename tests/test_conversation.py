@@ -33,6 +33,7 @@ from pipeline.services.llm import LLMChunk, TextDelta
 from pipeline.summarizer import ContextSummarizer, SummarizerConfig
 from pipeline.turn_completion import TurnCompletionConfig
 from server.webrtc import PacedAudioTrack
+from tests.conversation_call import Running
 
 ANSWER = "Sure. The weather is sunny and warm today, with a light breeze. Enjoy the day."
 
@@ -83,7 +84,7 @@ class ToneTTS:
             self.closed += 1
 
 
-class Harness:
+class Harness(Running):
     def __init__(self, llm: ScriptedLLM) -> None:
         self.llm = llm
         self.tts = ToneTTS()
@@ -98,28 +99,6 @@ class Harness:
         for kind in (BotStartedSpeaking, BotStoppedSpeaking, Interruption, LLMResponseEnded,
                      ServiceError):  # fmt: skip
             self.conv.events.on(kind, self.seen.append)
-        self._sender: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Harness:
-        self.conv.start()
-        self._sender = asyncio.create_task(self._send())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._sender is not None
-        self._sender.cancel()
-        await asyncio.gather(self._sender, return_exceptions=True)
-        await self.conv.close()
-
-    async def _send(self) -> None:
-        while True:
-            await self.track.recv()
-
-    async def until(self, kind: type[Event], count: int = 1, within: float = 5.0) -> None:
-        deadline = time.monotonic() + within
-        while sum(isinstance(e, kind) for e in self.seen) < count:
-            assert time.monotonic() < deadline, f"no {kind.__name__}; saw {self.seen}"
-            await asyncio.sleep(0.01)
 
 
 async def test_an_answer_is_spoken_whole_and_recorded() -> None:
