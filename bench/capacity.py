@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_load(target: str, users: int, turns: int, folder: Path) -> dict[str, Any]:
     """One ``bench.load`` run; its JSON summary."""
     out = folder / f"{target}-{users}.json"
-    cmd = [sys.executable, "-m", "bench.load", "--users", str(users), "--turns", str(turns),
+    load = Path(__file__).with_name("load.py")
+    cmd = [sys.executable, str(load), "--users", str(users), "--turns", str(turns),
            "--barge-in-every", "0", "--target", target, "--json", str(out)]  # fmt: skip
     subprocess.run(cmd, cwd=ROOT, check=True, timeout=600, capture_output=True)
     return json.loads(out.read_text())

@@ -39,9 +39,9 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import ServerProcess
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 KINDS = ("hangup", "close", "vanish", "delete", "restart", "renegotiate")
 STEP_TIMEOUT = 15.0  # seconds any one step of a session may take

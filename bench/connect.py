@@ -16,8 +16,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from tests.conftest import ServerProcess
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 
 def summary(values: list[float]) -> dict[str, float]:

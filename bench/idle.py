@@ -12,23 +12,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.measure import ProcSampler
-from bench.targets import start_stub, start_target
-from tests.rtc_client import RTCTestClient
-
-
-def mean_cpu(pid: int, seconds: float) -> float:
-    """Mean CPU % of one core used by ``pid`` over ``seconds``."""
-    sampler = ProcSampler(pid, period=0.5).start()
-    time.sleep(seconds)
-    sampler.stop()
-    return statistics.fmean(sampler.cpu) if sampler.cpu else 0.0
+from testkit.measure import mean_cpu
+from testkit.rtc_client import RTCTestClient
+from testkit.targets import start_stub, start_target
 
 
 async def hold_sessions(url: str, users: int, pid: int, seconds: float) -> dict[str, float]:

@@ -35,13 +35,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench.measure import stats
-from bench.targets import PipecatProcess
 from pipeline.echo import EchoCanceller
-from tests.conftest import ServerProcess
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
-from tests.turn_clips import RATE, ClipEar, TurnClip, complete_clip, render, write_wav
+from testkit.measure import stats
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
+from testkit.targets import PipecatProcess
+from testkit.turn_clips import RATE, ClipEar, TurnClip, complete_clip, render, write_wav
 
 STORY = (
     "Once upon a time there was a small robot who lived in a lighthouse by the sea. "

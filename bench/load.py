@@ -26,11 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.measure import ProcSampler, log_problems, loop_lag, pacing, start_profiler, stats
-from bench.targets import start_stub, start_target
-from bench.voice_latency import speech_seconds
-from tests.conftest import make_speech
-from tests.rtc_client import RTCTestClient
+from testkit.measure import (
+    ProcSampler,
+    log_problems,
+    loop_lag,
+    pacing,
+    speech_seconds,
+    start_profiler,
+    stats,
+)
+from testkit.rtc_client import RTCTestClient
+from testkit.speech import make_speech
+from testkit.targets import start_stub, start_target
 
 QUESTIONS = [
     "What is two plus two?",

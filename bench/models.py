@@ -25,7 +25,7 @@ from pipeline.services.llm import TextDelta, UsageReport
 from pipeline.services.local_llm import LocalLLM
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.local_tts import LocalTTS
-from tests.test_vad import espeak
+from testkit.speech import espeak
 
 UTTERANCE = "Please tell me a short story about a friendly dragon."  # ~3.0 s in espeak-ng
 SYSTEM = "You are a helpful voice assistant. Answer in one or two short sentences."

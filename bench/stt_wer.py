@@ -1,13 +1,13 @@
 """Word error rate and transcription time of the embedded whisper tiny.en, per decoding.
 
-The evaluation set is ``tests/stt_sentences.py``: 60 generated sentences with numbers
+The evaluation set is ``testkit/stt_sentences.py``: 60 generated sentences with numbers
 and names, in two voices (espeak-ng en-us and the embedded hibari voice), framed as the
 transcriber sends them (0.3 s pre-roll, ``--tails`` seconds after the speech, a faint
 noise floor). A tail of 0.15 s is the transcriber's normal cut; 1.0 s stands for the
 cut that carries the VAD's whole stop window (when the frames' clock drifted).
 Renderings are cached in a temporary folder, so only the first run renders.
 
-Text is normalised before counting (``tests/wer.py``): lower case, punctuation dropped,
+Text is normalised before counting (``testkit/wer.py``): lower case, punctuation dropped,
 numbers as spoken words (whisper's ``$20``, ``7:30``, ``12th`` become ``twenty
 dollars``, ``seven thirty``, ``twelfth``), common contractions expanded. WER is over the
 whole set: all errors / all reference words.
@@ -45,8 +45,8 @@ from pipeline.services.local_stt import (
     transcribe_utterance,
     with_name,
 )
-from tests.stt_sentences import SENTENCES, VOICES, utterance
-from tests.wer import normalise, word_errors
+from testkit.stt_sentences import SENTENCES, VOICES, utterance
+from testkit.wer import normalise, word_errors
 
 VARIANTS: dict[str, Decoding] = {
     "baseline": BASELINE_DECODING,

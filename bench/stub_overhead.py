@@ -26,7 +26,7 @@ from pipeline.services.llm import TextDelta
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.services.openai_stt import OpenAISTT, wav_bytes
 from pipeline.services.openai_tts import OpenAITTS
-from tests.openai_stub import OpenAIStub
+from testkit.openai_stub import OpenAIStub
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
 SPEECH = "Hello there, how can I help you today?"

@@ -25,9 +25,9 @@ import time
 from pipeline.frames import BotStartedSpeaking, BotStoppedSpeaking, LLMResponseEnded
 from pipeline.tool_runner import ToolRunner
 from pipeline.tools import ToolCall, ToolRegistry
-from tests.conversation_call import Call
-from tests.openai_stub import ChatReply, OpenAIStub
-from tests.openai_stub import ToolCall as ScriptedCall
+from testkit.conversation_call import Call
+from testkit.openai_stub import ChatReply, OpenAIStub
+from testkit.openai_stub import ToolCall as ScriptedCall
 
 SECONDS_PER_CHAR = 0.07
 

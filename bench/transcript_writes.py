@@ -36,7 +36,7 @@ T0 = 1_700_000_000.0
 def load_store_class(path: str | None) -> type:
     """``SQLiteTranscriptStore`` from the project, or from the module file at ``path``."""
     if path is None:
-        from server.sqlite_store import SQLiteTranscriptStore
+        from server.storage.sqlite import SQLiteTranscriptStore
 
         return SQLiteTranscriptStore
     spec = importlib.util.spec_from_file_location("bench_store_under_test", path)

@@ -24,9 +24,9 @@ import statistics
 from typing import Any
 
 from pipeline.frames import BotStartedSpeaking, BotStoppedSpeaking
-from server.webrtc import OUT_RATE
-from tests.conversation_call import Call
-from tests.openai_stub import TTS_RATE, OpenAIStub
+from server.media.outbound_track import OUT_RATE
+from testkit.conversation_call import Call
+from testkit.openai_stub import TTS_RATE, OpenAIStub
 
 SPEECH = "/v1/audio/speech"
 SECONDS_PER_CHAR = 0.07

@@ -1,9 +1,9 @@
 """The end-of-turn evaluation set through the real turn-taking path, in virtual time.
 
-Every clip of ``tests/turn_clips.py`` (complete turns; turns with a 0.5 or 0.6 s pause:
+Every clip of ``testkit/turn_clips.py`` (complete turns; turns with a 0.5 or 0.6 s pause:
 prefaces, unfinished clauses, hesitations; in two voices) goes through the real Silero
 VAD, transcriber and Smart Turn model and the user-turn controller
-(``tests/turn_replay.py``). Time is simulated, so a busy machine measures the same: the
+(``testkit/turn_replay.py``). Time is simulated, so a busy machine measures the same: the
 STT's words arrive ``--stt-delay`` after the utterance was sent, the model's score
 ``--model-delay`` after the pause.
 
@@ -30,8 +30,8 @@ from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.local_stt import LocalSTT
 from pipeline.smart_turn import SmartTurnModel
 from pipeline.turns import UserTurnParams
-from tests.turn_clips import VOICES, eval_set
-from tests.turn_replay import Replay, TurnReplayer, summary
+from testkit.turn_clips import VOICES, eval_set
+from testkit.turn_replay import Replay, TurnReplayer, summary
 
 
 def by_kind(replays: list[Replay]) -> dict[str, str]:

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.measure import stats
 from pipeline.turn_scorer import Score, TurnScorer
-from tests.turn_clips import COMPLETE, RATE, render
+from testkit.measure import stats
+from testkit.turn_clips import COMPLETE, RATE, render
 
 
 async def probe_lag(lags: list[float], stop: asyncio.Event, period: float = 0.01) -> None:

@@ -1,7 +1,7 @@
 """Turn-taking over WebRTC: how soon complete turns are answered, and whether a pause
 inside a turn makes the bot talk over the user, side by side for several servers.
 
-The evaluation set (``tests/turn_clips.py``: complete turns, and turns with a 0.5 or
+The evaluation set (``testkit/turn_clips.py``: complete turns, and turns with a 0.5 or
 0.6 s pause inside, in two voices) is played by one aiortc client, clip after clip, to
 each target in turn:
 
@@ -15,7 +15,7 @@ Every model is the OpenAI-compatible stub in this process, with the delays of th
 (STT 50 ms, LLM first token 200 ms, TTS first audio 100 ms: 350 ms in all). Its STT
 "hears" each utterance right: it finds the utterance in the clip being played and
 returns the words spoken there, fillers dropped, as a good STT service does
-(:class:`tests.turn_clips.ClipEar`).
+(:class:`testkit.turn_clips.ClipEar`).
 
 Per clip, at the client: voice-to-voice (end of the clip's speech → first loud frame of
 the answer) and *talk-over* (any bot audio before the user's last word ended: the bot
@@ -40,10 +40,10 @@ from typing import Any
 
 import httpx
 
-from bench.measure import stats
-from bench.targets import start_stub, start_target
-from tests.rtc_client import RTCTestClient
-from tests.turn_clips import COMPLETE, PAUSED, ClipEar, TurnClip, eval_set, write_wav
+from testkit.measure import stats
+from testkit.rtc_client import RTCTestClient
+from testkit.targets import start_stub, start_target
+from testkit.turn_clips import COMPLETE, PAUSED, ClipEar, TurnClip, eval_set, write_wav
 
 TARGETS = ("parley", "parley-fixed", "pipecat", "pipecat-fixed")
 LEAD = 0.4  # silence before each clip

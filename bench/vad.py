@@ -20,7 +20,7 @@ import numpy as np
 
 from pipeline.silero import CONTEXT, SAMPLE_RATE, STATE_SIZE, WINDOW, SileroModel, find_silero_model
 from pipeline.vad import VADAnalyzer, VADBatch
-from tests.test_vad import SENTENCE_A, SENTENCE_B, espeak, timeline
+from testkit.speech import SENTENCE_A, SENTENCE_B, espeak, timeline
 
 FRAME = 320
 VARIANTS = ("silero_vad.onnx", "silero_vad_16k_op15.onnx", "silero_vad_op18_ifless.onnx")

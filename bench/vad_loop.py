@@ -1,6 +1,6 @@
 """Event-loop lag and CPU with N sessions talking at once: what the VAD costs the loop.
 
-Builds N real :class:`server.voice.VoiceSession` objects (the server's per-call pipeline:
+Builds N real :class:`server.session.voice.VoiceSession` objects (the server's per-call pipeline:
 echo canceller, Silero VAD, transcriber, end-of-turn buffer, turn logic, RTVI events)
 in this process, with the providers at the OpenAI-compatible stub, and feeds each one
 espeak-ng speech in 20 ms frames on a real-time schedule, as the WebRTC transport calls
@@ -35,12 +35,12 @@ import numpy as np
 from pipeline.frames import Event
 from pipeline.silero import WINDOW, SileroModel
 from pipeline.vad import VADAnalyzer
-from server.services import build_services
+from server.media.outbound_track import PacedAudioTrack
+from server.session.services import build_services
+from server.session.voice import VoiceSession
 from server.settings import Settings
-from server.voice import VoiceSession
-from server.webrtc import PacedAudioTrack
-from tests.openai_stub import OpenAIStub
-from tests.test_vad import SENTENCE_A, SENTENCE_B, espeak, timeline
+from testkit.openai_stub import OpenAIStub
+from testkit.speech import SENTENCE_A, SENTENCE_B, espeak, timeline
 
 FRAME = 320  # samples: 20 ms at 16 kHz
 FRAME_SECONDS = 0.02

@@ -35,11 +35,11 @@ from aiortc.codecs import depayload, get_encoder
 from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
-from bench.idle import mean_cpu
-from bench.targets import start_stub, start_target
-from server.video_frames import KeyframeDecoder
-from tests.rtc_client import RTCTestClient
-from tests.video_clips import VP8
+from server.media.video_frames import KeyframeDecoder
+from testkit.measure import mean_cpu
+from testkit.rtc_client import RTCTestClient
+from testkit.targets import start_stub, start_target
+from testkit.video_clips import VP8
 
 WIDTH, HEIGHT = 640, 480
 

@@ -16,13 +16,14 @@ import json
 import statistics
 import tempfile
 import time
-import wave
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ServerProcess, make_speech
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.measure import speech_seconds
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
+from testkit.speech import make_speech
 
 QUESTIONS = [
     "What is two plus two?",
@@ -32,11 +33,6 @@ QUESTIONS = [
     "What day comes after Monday?",
 ]
 BEFORE = 0.3  # seconds of silence before each question
-
-
-def speech_seconds(wav: Path) -> float:
-    with wave.open(str(wav)) as src:
-        return src.getnframes() / src.getframerate()
 
 
 def stats(values: list[float]) -> dict[str, float]:

@@ -9,7 +9,7 @@ Five RTVI message types let the server observe and drive the client's GUI:
 - ``ui-job-group`` (server → client): the lifecycle of a group of jobs,
   ``group_started`` → ``job_update``* → ``job_completed`` x N → ``group_completed``.
 
-These are data only; :mod:`server.ui_worker` gives them behaviour. Snapshot models allow
+These are data only; :mod:`server.rtvi.ui_worker` gives them behaviour. Snapshot models allow
 extra fields so newer clients keep working; the command payloads are what the standard
 client handlers understand (``model_dump(exclude_none=True)`` is the wire shape).
 """

@@ -5,7 +5,7 @@ fill an element named by its ref in the ``<ui_state>`` it was given. Each tool s
 command and answers at once (the client does not acknowledge commands); a ref that is not
 in the newest snapshot, or a disabled element to click, is an error the LLM can read.
 
-The tools are bound to one session's :class:`UICommands` (see :mod:`server.ui_worker`).
+The tools are bound to one session's :class:`UICommands` (see :mod:`server.rtvi.ui_worker`).
 """
 
 from __future__ import annotations

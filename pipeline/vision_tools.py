@@ -40,7 +40,7 @@ class CapturedFrame:
 
 
 class FrameSource(Protocol):
-    """A call's shared video, as the agent sees it (``server.video_intake.VideoIntake``)."""
+    """A call's shared video, as the agent sees it (``server.media.video_intake.VideoIntake``)."""
 
     def live_sources(self) -> list[str]:
         """The sources sending video now (``"camera"``, ``"screen"``)."""

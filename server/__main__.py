@@ -7,10 +7,10 @@ import sys
 import uvicorn
 from pydantic import ValidationError
 
-from server.app import create_app
-from server.logs import configure_logging
+from server.api.app import create_app
+from server.ops.logs import configure_logging
+from server.session.shutdown import GracefulServer
 from server.settings import get_settings
-from server.shutdown import GracefulServer
 
 # After the drain, how long uvicorn waits for HTTP requests still running.
 HTTP_GRACE_SECONDS = 2

@@ -19,7 +19,7 @@ import time
 import httpx
 from aiortc import RTCConfiguration, RTCIceServer, RTCIceTransportPolicy
 
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
 
 
 async def wait_models_ready(http: httpx.AsyncClient, within: float) -> float:

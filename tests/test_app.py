@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT, ServerProcess
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ROOT, ServerProcess
 
 
 async def test_sigterm_closes_every_session_and_exits_cleanly(start_server) -> None:

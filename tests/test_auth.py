@@ -9,10 +9,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from server import auth
+from server.api import auth
 from server.settings import Settings
-from tests.conftest import ServerProcess
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 ALPHA, BETA = "alpha-key-0123456789", "beta-key-9876543210"
 ORIGIN = "https://app.example.test"

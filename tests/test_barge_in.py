@@ -1,5 +1,5 @@
 """Barge-in paused first, in a whole conversation: a backchannel, a cough or the bot's own
-echo let the same reply go on; a real interruption stops it (``tests/conversation_call.py``:
+echo let the same reply go on; a real interruption stops it (``testkit/conversation_call.py``:
 the real conversation and paced track, the stub behind its LLM and TTS)."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pipeline.frames import (
     UserTurnDiscarded,
 )
 from pipeline.messages import AssistantMessage, UserMessage
-from tests.conversation_call import Call
-from tests.openai_stub import OpenAIStub
+from testkit.conversation_call import Call
+from testkit.openai_stub import OpenAIStub
 
 ANSWER = "Once upon a time there was a small robot. It lived in a lighthouse by the sea."
 

@@ -11,31 +11,17 @@ import shutil
 import subprocess
 import time
 import wave
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
-from tests.conftest import ServerProcess
+from testkit.browser import chromium, open_page
+from testkit.server_process import ServerProcess
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--use-fake-ui-for-media-stream",
-    "--use-fake-device-for-media-stream",
-    "--autoplay-policy=no-user-gesture-required",
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # RMS (samples in -1..1) above which received bot audio counts as sound: the page's own threshold.
 AUDIBLE = 0.01
 # How long the spoken question may take to be answered (STT, LLM, TTS on two cores).
@@ -62,34 +48,6 @@ def question_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
         out.setframerate(rate)
         out.writeframes(samples.tobytes())
     return path
-
-
-@contextmanager
-def chromium(wav: Path, profile: Path) -> Iterator[BrowserContext]:
-    """Headless Chromium with a fresh profile and ``wav`` as the microphone."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
-    with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            headless=True,
-            # Playwright mutes audio by default; the page must play the bot's voice.
-            ignore_default_args=["--mute-audio"],
-            args=[*FLAGS, f"--use-file-for-fake-audio-capture={wav.resolve()}%noloop"],
-        )
-        try:
-            yield context
-        finally:
-            context.close()
-
-
-def open_page(context: BrowserContext, url: str, errors: list[str]) -> Page:
-    page = context.new_page()
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
-    page.goto(url)
-    return page
 
 
 def sessions(server: ServerProcess) -> list[dict]:

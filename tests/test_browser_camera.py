@@ -15,9 +15,9 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import ServerProcess
-from tests.openai_stub import OpenAIStub
-from tests.test_browser import chromium, open_page
+from testkit.browser import chromium, open_page
+from testkit.openai_stub import OpenAIStub
+from testkit.server_process import ServerProcess
 
 CHAT = "/v1/chat/completions"
 

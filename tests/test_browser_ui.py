@@ -18,9 +18,9 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import ServerProcess
-from tests.openai_stub import ChatReply, OpenAIStub, ToolCall
-from tests.test_browser import chromium, open_page
+from testkit.browser import chromium, open_page
+from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
+from testkit.server_process import ServerProcess
 
 
 @pytest.fixture(scope="module")

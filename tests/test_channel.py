@@ -7,8 +7,8 @@ import json
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 
 def errors(client: RTCTestClient) -> list[dict]:

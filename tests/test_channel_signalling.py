@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from server.channel_signalling import MAX_RECEIVERS
-from tests.conftest import ServerProcess
-from tests.rtc_client import RTCTestClient
+from server.media.channel_signalling import MAX_RECEIVERS
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 
 @pytest.fixture(scope="module")

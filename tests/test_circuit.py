@@ -14,7 +14,7 @@ from pipeline.services.errors import ServiceBadResponseError, ServiceHTTPError, 
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS
-from tests.openai_stub import Fault, OpenAIStub, openai_stub_fixture  # noqa: F401
+from testkit.openai_stub import Fault, OpenAIStub, openai_stub_fixture  # noqa: F401
 
 CHAT = "/v1/chat/completions"
 STT = "/v1/audio/transcriptions"

@@ -16,9 +16,9 @@ import pytest
 
 from pipeline.context import LLMContext, estimate_tokens
 from pipeline.messages import SystemMessage
-from tests.conftest import ServerProcess
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 CHAT = "/v1/chat/completions"
 MAX_TOKENS = 400

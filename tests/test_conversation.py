@@ -32,8 +32,8 @@ from pipeline.messages import AssistantMessage
 from pipeline.services.llm import LLMChunk, TextDelta
 from pipeline.summarizer import ContextSummarizer, SummarizerConfig
 from pipeline.turn_completion import TurnCompletionConfig
-from server.webrtc import PacedAudioTrack
-from tests.conversation_call import Running
+from server.media.outbound_track import PacedAudioTrack
+from testkit.conversation_call import Running
 
 ANSWER = "Sure. The weather is sunny and warm today, with a light breeze. Enjoy the day."
 

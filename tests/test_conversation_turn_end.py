@@ -1,6 +1,6 @@
 """The end of the user's turn in a whole conversation: preemptive replies held, released
 or dropped, and a turn that ended too early merged with what the user said next
-(``tests/conversation_call.py``: the real conversation, the stub behind its services)."""
+(``testkit/conversation_call.py``: the real conversation, the stub behind its services)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.messages import AssistantMessage, UserMessage
-from tests.conversation_call import Call
-from tests.openai_stub import OpenAIStub
+from testkit.conversation_call import Call
+from testkit.openai_stub import OpenAIStub
 
 
 @pytest.fixture

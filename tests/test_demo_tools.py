@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from pipeline.builtin_tools import default_registry
-from tests.conftest import ServerProcess
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 CHAT = "/v1/chat/completions"
 

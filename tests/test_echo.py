@@ -10,7 +10,7 @@ import pytest
 from pipeline.echo import MAX_DELAY, EchoCanceller, EchoPath, EchoPathDetector
 from pipeline.frames import SpeechStarted
 from pipeline.vad import VADAnalyzer, VADParams
-from tests.turn_clips import RATE, render
+from testkit.turn_clips import RATE, render
 
 FRAME = 320
 STORY = (

@@ -12,9 +12,9 @@ import pytest
 from loguru import logger
 
 from pipeline.services.errors import map_error, with_retries
-from tests.conftest import ServerProcess
-from tests.openai_stub import Fault, OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import Fault, OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 SECRET = "sk-live-9f8e7d6c5b4a SECRET_TOKEN at http://10.20.30.40:8000/internal"
 

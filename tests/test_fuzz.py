@@ -5,7 +5,7 @@ error, leaks no session and leaves a healthy session beside it working. HTTP run
 against the real app in-process (lifespan started, an aiortc peer connected beside);
 RTVI runs through the real channel → handler dispatch in-process, then over a real data
 channel to a real server whose models are the OpenAI stub. Strategies:
-tests/fuzz_strategies.py. Examples are the same on every run (derandomize).
+testkit/fuzz_strategies.py. Examples are the same on every run (derandomize).
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ from hypothesis import strategies as st
 from loguru import logger
 from pyee import EventEmitter
 
-from server.app import create_app
-from server.channel import ChatChannel
-from server.rtvi import ClientReadyData, RTVIError, SendTextData
-from server.rtvi_handler import DEFAULT_CLIENT_MESSAGE_HANDLERS, RTVIHandler
+from server.api.app import create_app
+from server.media.data_channel import ChatChannel
+from server.rtvi.handler import DEFAULT_CLIENT_MESSAGE_HANDLERS, RTVIHandler
+from server.rtvi.protocol import ClientReadyData, RTVIError, SendTextData
 from server.settings import Settings
-from tests.conftest import ServerProcess
-from tests.fuzz_strategies import (
+from testkit.fuzz_strategies import (
     BODIES,
     CONTENT_TYPES,
     LIVE,
@@ -43,8 +42,9 @@ from tests.fuzz_strategies import (
     offers,
     payloads,
 )
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient, split_candidates
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient, split_candidates
+from testkit.server_process import ServerProcess
 
 KEY = "fuzz-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

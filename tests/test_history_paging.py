@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from server.app import create_app
-from server.memory_store import MemoryTranscriptStore
+from server.api.app import create_app
 from server.settings import Settings
-from server.sqlite_store import SQLiteTranscriptStore
-from server.transcripts import TranscriptStore
+from server.storage.memory import MemoryTranscriptStore
+from server.storage.sqlite import SQLiteTranscriptStore
+from server.storage.store import TranscriptStore
 
 T0 = 1_700_000_000.0
 # Three sessions before, seven at the same instant, two after: pages of 3 cut the tie.

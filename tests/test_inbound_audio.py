@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 from aiortc import RTCPeerConnection
 
-from server.inbound_audio import InboundAudio, set_jitter_prefetch
-from server.opus import OpusEncoder
+from server.media.inbound_audio import InboundAudio, set_jitter_prefetch
+from server.media.opus import OpusEncoder
 
 OPUS = SimpleNamespace(name="opus")
 

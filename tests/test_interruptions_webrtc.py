@@ -13,10 +13,10 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import ServerProcess, metric
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
-from tests.turn_clips import RATE, ClipEar, TurnClip, complete_clip, write_wav
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess, metric
+from testkit.turn_clips import RATE, ClipEar, TurnClip, complete_clip, write_wav
 
 STORY = (
     "Once upon a time there was a small robot who lived in a lighthouse by the sea. "

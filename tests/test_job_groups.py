@@ -26,10 +26,10 @@ from pipeline.messages import DeveloperMessage
 from pipeline.tool_runner import ToolRunner
 from pipeline.tools import ToolCall, ToolRegistry, ToolSpec
 from pipeline.ui_protocol import UIJobGroupData
-from tests.conftest import ServerProcess
-from tests.openai_stub import ChatReply, OpenAIStub
-from tests.openai_stub import ToolCall as StubToolCall
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import ChatReply, OpenAIStub
+from testkit.openai_stub import ToolCall as StubToolCall
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 
 class Harness:

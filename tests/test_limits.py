@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from server.rate_limit import KeyedRateLimiter, TokenBucket
-from tests.conftest import ServerProcess
-from tests.rtc_client import RTCTestClient
+from server.api.rate_limit import KeyedRateLimiter, TokenBucket
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 
 class FakeClock:

@@ -7,9 +7,9 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.services.openai_llm import OpenAILLM
-from server.services import build_services
+from server.session.services import build_services
 from server.settings import Settings
-from tests.openai_stub import OpenAIStub, openai_stub_fixture  # noqa: F401
+from testkit.openai_stub import OpenAIStub, openai_stub_fixture  # noqa: F401
 
 CHAT = "/v1/chat/completions"
 USER = [{"role": "user", "content": "Hello?"}]

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.services.llm import LLMStream, TextDelta
 from pipeline.services.openai_llm import OpenAILLM
-from tests.openai_stub import Fault, OpenAIStub, openai_stub_fixture  # noqa: F401
+from testkit.openai_stub import Fault, OpenAIStub, openai_stub_fixture  # noqa: F401
 
 CHAT = "/v1/chat/completions"
 USER = [{"role": "user", "content": "Tell me a long story."}]

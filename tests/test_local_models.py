@@ -35,7 +35,7 @@ from pipeline.services.local_stt import LocalSTT
 from pipeline.services.local_tts import PEAK_CEILING_DBFS, TARGET_RMS_DBFS, LocalTTS, speech_rms
 from pipeline.services.workers import PoolSaturated, WorkerPool
 from pipeline.silero import ModelFileError as VADModelFileError
-from tests.test_vad import espeak
+from testkit.speech import espeak
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """What the embedded whisper tiny.en hears: its decoding guards on their own, and the real
-model on generated speech (``tests/stt_sentences.py``; renderings cached in a temporary
+model on generated speech (``testkit/stt_sentences.py``; renderings cached in a temporary
 folder). The figures for the whole set come from ``bench/stt_wer.py``; these tests hold
 the behaviour: no loop on the sentence that looped, and a word error rate on a subset
 that the old decoding does not reach.
@@ -23,8 +23,8 @@ from pipeline.services.local_stt import (
     transcribe_utterance,
     trim_trailing,
 )
-from tests.stt_sentences import PARIS, SENTENCES, utterance
-from tests.wer import normalise, wer
+from testkit.stt_sentences import PARIS, SENTENCES, utterance
+from testkit.wer import normalise, wer
 
 # -- guards, without the model --------------------------------------------------------------
 

@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, make_speech
-from tests.openai_stub import Fault, OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import Fault, OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
+from testkit.speech import make_speech
 
 CHAT = "/v1/chat/completions"
 STT = "/v1/audio/transcriptions"

@@ -18,14 +18,14 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from server.app import create_app
-from server.loop_lag import LoopLagMonitor
-from server.prometheus import CONTENT_TYPE
+from server.api.app import create_app
+from server.ops.loop_lag import LoopLagMonitor
+from server.ops.prometheus import CONTENT_TYPE
 from server.settings import Settings
-from tests.conftest import ServerProcess
-from tests.openai_stub import Fault, OpenAIStub
-from tests.prometheus_text import Metrics, parse
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import Fault, OpenAIStub
+from testkit.prometheus_text import Metrics, parse
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from server.auth import exposure_warning, is_loopback
+from server.api.auth import exposure_warning, is_loopback
 from server.settings import Settings
-from tests.conftest import ServerProcess
+from testkit.server_process import ServerProcess
 
 
 def test_the_default_bind_address_is_loopback() -> None:

@@ -1,5 +1,5 @@
 """The OpenAI-compatible LLM, STT and TTS services, through the real ``openai`` client,
-against the stub server on 127.0.0.1 (see tests/openai_stub.py)."""
+against the stub server on 127.0.0.1 (see testkit/openai_stub.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pipeline.services.llm import TextDelta, ToolCallRequest, UsageReport
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS, PCMDecoder
-from tests.openai_stub import (
+from testkit.openai_stub import (
     ChatReply,
     Fault,
     OpenAIStub,

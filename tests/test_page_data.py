@@ -15,8 +15,8 @@ from pipeline.page_data import PageDataMessage, clean, page_data
 from pipeline.turn_merge import take_back_turn
 from pipeline.ui_protocol import A11ySnapshot, UIEventData, UISnapshotData
 from pipeline.ui_state import UIState
+from server.rtvi.ui_worker import UIWorker
 from server.settings import Settings
-from server.ui_worker import UIWorker
 
 # C0 and C1 control characters and DEL, but newline and tab.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
-from server.memory import release_memory
-from server.process_stats import process_start_time, process_stats
-from server.webrtc import PacedAudioTrack, create_peer_connection, release_peer_connection
-from tests import rtc_client
-from tests.conftest import ServerProcess, metric
+from server.media.outbound_track import PacedAudioTrack
+from server.media.peer_connection import create_peer_connection, release_peer_connection
+from server.ops.heap import release_memory
+from server.ops.process_stats import process_start_time, process_stats
+from testkit import rtc_client
+from testkit.server_process import ServerProcess, metric
 
 
 @pytest.fixture

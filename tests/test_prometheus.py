@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from server.prometheus import Registry, format_value
-from tests.prometheus_text import parse
+from server.ops.prometheus import Registry, format_value
+from testkit.prometheus_text import parse
 
 
 def test_counters_gauges_and_labels_round_trip() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.readiness import NotReady, Readiness
+from server.api.readiness import NotReady, Readiness
 
 
 def failing() -> None:

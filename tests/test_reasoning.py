@@ -31,12 +31,12 @@ from pipeline.frames import (
 from pipeline.messages import AssistantMessage
 from pipeline.services.llm import ReasoningDelta, TextDelta, UsageReport
 from pipeline.services.openai_llm import OpenAILLM
-from server.rtvi_events import RTVIEvents
-from tests.conftest import ServerProcess
-from tests.conversation_call import Call
-from tests.openai_stub import ChatReply, OpenAIStub
-from tests.prometheus_text import parse
-from tests.rtc_client import RTCTestClient
+from server.rtvi.events import RTVIEvents
+from testkit.conversation_call import Call
+from testkit.openai_stub import ChatReply, OpenAIStub
+from testkit.prometheus_text import parse
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 THOUGHT = "The user asks about the weather. Oslo is sunny today, so I say so briefly."
 ANSWER = "It is sunny in Oslo today."

@@ -41,13 +41,13 @@ from pipeline.openai_messages import from_openai, to_openai
 from pipeline.services.llm import LLMChunk, LLMStream, TextDelta, UsageReport
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.ui_protocol import UICommandData, UIJobCompletedData, UIJobGroupStartedData
-from server import rtvi, rtvi_messages
-from tests.openai_stub import (
+from server.rtvi import protocol, server_messages
+from testkit.openai_stub import (
     ChatReply,
     OpenAIStub,
     openai_stub_fixture,  # noqa: F401  (the ``openai_stub`` fixture)
 )
-from tests.openai_stub import ToolCall as StubToolCall
+from testkit.openai_stub import ToolCall as StubToolCall
 
 
 class Bench:
@@ -342,19 +342,19 @@ def test_system_message_text_factory() -> None:
 
 
 def test_ui_command_and_ui_job_group_are_in_the_validation_table() -> None:
-    # Built the way server.ui_worker sends them.
-    command = rtvi.message(
+    # Built the way server.rtvi.ui_worker sends them.
+    command = protocol.message(
         "ui-command", UICommandData(command="toast", payload={"t": 1}).model_dump()
     )
-    started = rtvi.message(
+    started = protocol.message(
         "ui-job-group", UIJobGroupStartedData(job_id="j1", workers=["a"], label="x").model_dump()
     )
-    done = rtvi.message(
+    done = protocol.message(
         "ui-job-group", UIJobCompletedData(job_id="j1", worker_name="a", status="ok").model_dump()
     )
-    assert rtvi_messages.validate(command).command == "toast"
-    assert rtvi_messages.validate(started).kind == "group_started"
-    assert rtvi_messages.validate(done).status == "ok"
+    assert server_messages.validate(command).command == "toast"
+    assert server_messages.validate(started).kind == "group_started"
+    assert server_messages.validate(done).status == "ok"
 
 
 @pytest.mark.parametrize(
@@ -368,9 +368,9 @@ def test_ui_command_and_ui_job_group_are_in_the_validation_table() -> None:
 )
 def test_a_malformed_ui_job_group_is_refused(data: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        rtvi_messages.validate({"label": "rtvi-ai", "type": "ui-job-group", "data": data})
+        server_messages.validate({"label": "rtvi-ai", "type": "ui-job-group", "data": data})
 
 
 def test_a_ui_command_without_a_command_is_refused() -> None:
     with pytest.raises(ValueError):
-        rtvi_messages.validate({"label": "rtvi-ai", "type": "ui-command", "data": {"payload": 1}})
+        server_messages.validate({"label": "rtvi-ai", "type": "ui-command", "data": {"payload": 1}})

@@ -7,10 +7,10 @@ from collections.abc import Callable
 import pytest
 from pydantic import ValidationError
 
-from server.sessions import new_id
+from server.session.session import new_id
 from server.settings import Settings
-from tests.conftest import ServerProcess
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 
 async def test_ids_carry_the_replica(start_server: Callable[..., ServerProcess]) -> None:

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import pytest
 
-from server import rtvi
-from server.rtvi import MAX_ABOUT_CHARS, ClientMessageData, ClientReadyData, RTVIError, SendTextData
+from server.rtvi import protocol
+from server.rtvi.protocol import (
+    MAX_ABOUT_CHARS,
+    ClientMessageData,
+    ClientReadyData,
+    RTVIError,
+    SendTextData,
+)
 
 
 def test_valid_client_message_parses() -> None:
-    env = rtvi.parse_envelope(
+    env = protocol.parse_envelope(
         {"label": "rtvi-ai", "type": "client-message", "id": "7", "data": {"t": "a", "d": [1]}}
     )
-    data = rtvi.parse_data(env)
+    data = protocol.parse_data(env)
     assert isinstance(data, ClientMessageData) and data.t == "a" and data.d == [1]
 
 
 def test_send_text_options_default_to_true() -> None:
-    env = rtvi.parse_envelope(
+    env = protocol.parse_envelope(
         {"label": "rtvi-ai", "type": "send-text", "id": "1", "data": {"content": "hi"}}
     )
-    data = rtvi.parse_data(env)
+    data = protocol.parse_data(env)
     assert isinstance(data, SendTextData) and data.content == "hi" and data.options is None
 
 
@@ -36,15 +42,15 @@ def test_send_text_options_default_to_true() -> None:
 )
 def test_bad_envelopes(raw: object, msg_id: str | None, text: str) -> None:
     with pytest.raises(RTVIError) as caught:
-        rtvi.parse_envelope(raw)
+        protocol.parse_envelope(raw)
     assert caught.value.msg_id == msg_id
     assert text in caught.value.error
 
 
 def test_unknown_type_keeps_the_id() -> None:
-    env = rtvi.parse_envelope({"label": "rtvi-ai", "type": "dance", "id": "9"})
+    env = protocol.parse_envelope({"label": "rtvi-ai", "type": "dance", "id": "9"})
     with pytest.raises(RTVIError) as caught:
-        rtvi.parse_data(env)
+        protocol.parse_data(env)
     assert caught.value.msg_id == "9"
     assert "unknown message type" in caught.value.error
 
@@ -53,29 +59,29 @@ def test_unknown_type_keeps_the_id() -> None:
     ("version", "major"), [("2.1.0", 2), ("1.0", 1), ("10", 10), ("x.1", None), (None, None)]
 )
 def test_version_major(version: str | None, major: int | None) -> None:
-    assert rtvi.version_major(version) == major
+    assert protocol.version_major(version) == major
 
 
 def test_message_shapes() -> None:
-    assert rtvi.bot_ready("5", {"library": "parley"}) == {
+    assert protocol.bot_ready("5", {"library": "parley"}) == {
         "label": "rtvi-ai",
         "type": "bot-ready",
         "id": "5",
-        "data": {"version": rtvi.PROTOCOL_VERSION, "about": {"library": "parley"}},
+        "data": {"version": protocol.PROTOCOL_VERSION, "about": {"library": "parley"}},
     }
-    assert rtvi.error("boom") == {
+    assert protocol.error("boom") == {
         "label": "rtvi-ai",
         "type": "error",
         "data": {"error": "boom", "fatal": False},
     }
-    assert rtvi.server_response("3", "echo", 1)["data"] == {"t": "echo", "d": 1}
-    assert rtvi.error_response("4", "no")["id"] == "4"
+    assert protocol.server_response("3", "echo", 1)["data"] == {"t": "echo", "d": 1}
+    assert protocol.error_response("4", "no")["id"] == "4"
 
 
 def test_what_a_client_says_about_itself_is_cut_short() -> None:
     """It is listed to every caller of GET /api/sessions: never 64 KB of it."""
     long = "x" * 10_000
-    env = rtvi.parse_envelope(
+    env = protocol.parse_envelope(
         {
             "label": "rtvi-ai",
             "type": "client-ready",
@@ -83,7 +89,7 @@ def test_what_a_client_says_about_itself_is_cut_short() -> None:
             "data": {"version": long, "about": {"library": long, "platform": long, "n": long}},
         }
     )
-    data = rtvi.parse_data(env)
+    data = protocol.parse_data(env)
     assert isinstance(data, ClientReadyData) and data.about is not None
     assert data.version == data.about.library == data.about.platform == "x" * MAX_ABOUT_CHARS
     assert data.about.model_extra is None, "the rest is not kept"

@@ -11,13 +11,13 @@ import pytest
 import uvicorn
 
 from pipeline.tools import ToolSpec
-from server.app import create_app
-from server.rtvi_handler import RTVISession
+from server.api.app import create_app
+from server.rtvi.handler import RTVISession
 from server.settings import Settings
-from tests.conftest import free_port
-from tests.openai_stub import ChatReply, OpenAIStub, ToolCall
-from tests.openai_stub import openai_stub_fixture as openai_stub_fixture
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
+from testkit.openai_stub import openai_stub_fixture as openai_stub_fixture
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import free_port
 
 MAP_TOOL = ToolSpec(
     name="show_map",

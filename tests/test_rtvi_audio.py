@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from server import rtvi_messages
-from server.rtvi_audio import (
+from server.rtvi import server_messages
+from server.rtvi.audio import (
     TTS_AUDIO_MAX_BYTES,
     AudioLevelMeter,
     TTSAudioTap,
@@ -55,7 +55,7 @@ def test_active_speech_is_sent_at_10_hz() -> None:
     feed(m, tone(0.5), 50, active=True)  # one second of 20 ms frames
     assert len(sent) == 10
     for msg in sent:
-        rtvi_messages.validate(msg)
+        server_messages.validate(msg)
     assert sent[0]["type"] == "user-audio-level" and sent[0]["data"]["value"] > 0.8
 
 
@@ -105,7 +105,7 @@ def test_tts_tap_sends_every_byte_in_bounded_messages_and_passes_through() -> No
     assert output.written[0] == (pcm.tobytes(), 24000, "Hello.")
     assert len(sent) == 4
     for msg in sent:
-        data = rtvi_messages.validate(msg)
+        data = server_messages.validate(msg)
         assert data.sample_rate == 24000 and data.num_channels == 1
         assert len(base64.b64decode(data.audio)) <= TTS_AUDIO_MAX_BYTES
     joined = b"".join(base64.b64decode(m["data"]["audio"]) for m in sent)

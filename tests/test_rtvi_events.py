@@ -33,8 +33,8 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.tools import ToolRegistry, ToolSpec
-from server import rtvi_messages
-from server.rtvi_events import FunctionCallReporting, RTVIEvents
+from server.rtvi import server_messages
+from server.rtvi.events import FunctionCallReporting, RTVIEvents
 
 
 def observe(level: str = "name") -> tuple[Emitter, list[dict[str, Any]]]:
@@ -178,7 +178,7 @@ def test_client_side_calls_always_carry_name_and_arguments() -> None:
     events.emit(FunctionCallInProgress(FunctionCall("c1", "secret_lookup", {"q": "x"})))
     events.emit(FunctionCallResult("c1", "secret_lookup", {"answer": 42}))
     for msg in sent:
-        rtvi_messages.validate(msg)
+        server_messages.validate(msg)
     assert [(m["type"], m["data"]) for m in sent] == [
         ("llm-function-call-started", {}),
         ("llm-function-call-in-progress",
@@ -194,7 +194,7 @@ def test_legacy_clients_get_llm_function_call_instead() -> None:
     events.emit(FunctionCallInProgress(FunctionCall("c1", "where", {"p": 1})))
     events.emit(FunctionCallInProgress(FunctionCall("s1", "server_tool", {"p": 1})))
     for msg in sent:
-        rtvi_messages.validate(msg)
+        server_messages.validate(msg)
     assert [m["type"] for m in sent] == [
         "llm-function-call-started",
         "llm-function-call",
@@ -215,7 +215,7 @@ def test_events_without_data_map_to_their_messages() -> None:
     for event in (UserMuteStarted(1.0), UserMuteStopped(2.0), Interruption(3.0)):
         events.emit(event)
     for msg in sent:
-        assert rtvi_messages.validate(msg) is None
+        assert server_messages.validate(msg) is None
     assert [m["type"] for m in sent] == [
         "user-mute-started",
         "user-mute-stopped",

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from pipeline.client_tools import ClientToolError
-from server import rtvi_messages
-from server.rtvi import ClientReadyData, FunctionCallResultData, SendTextData
-from server.rtvi_handler import ClientMessages, RTVIHandler, RTVISession
+from server.rtvi import server_messages
+from server.rtvi.handler import ClientMessages, RTVIHandler, RTVISession
+from server.rtvi.protocol import ClientReadyData, FunctionCallResultData, SendTextData
 
 
 class RecordingSession:
@@ -22,7 +22,7 @@ class RecordingSession:
         self.waiting = {"c1"}
 
     def send(self, msg: dict[str, Any]) -> None:
-        rtvi_messages.validate(msg)
+        server_messages.validate(msg)
         self.sent.append(msg)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
@@ -44,7 +44,7 @@ class RecordingSession:
         self.results.append(data)
 
     def send_server_message(self, data: Any) -> None:
-        self.send(rtvi_messages.build("server-message", data))
+        self.send(server_messages.build("server-message", data))
 
 
 def msg(type_: str, msg_id: str, data: Any) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from server import rtvi, rtvi_messages
-from server.rtvi_messages import (
+from server.rtvi import protocol, server_messages
+from server.rtvi.server_messages import (
     SERVER_MESSAGES,
     FunctionCallInProgressData,
     TextData,
@@ -50,10 +50,10 @@ def test_build_leaves_out_fields_that_were_not_set() -> None:
 
 def test_the_protocol_builders_validate() -> None:
     for msg in (
-        rtvi.bot_ready("1", {"library": "parley"}),
-        rtvi.error("x", fatal=True),
-        rtvi.error_response("2", "no"),
-        rtvi.server_response("3", "echo", None),
+        protocol.bot_ready("1", {"library": "parley"}),
+        protocol.error("x", fatal=True),
+        protocol.error_response("2", "no"),
+        protocol.server_response("3", "echo", None),
         build("system-log", TextData(text="INFO server: hi")),
     ):
         validate(msg)
@@ -78,4 +78,4 @@ def test_the_protocol_builders_validate() -> None:
 )
 def test_validation_refuses_what_does_not_fit(msg: Any) -> None:
     with pytest.raises(ValueError):
-        rtvi_messages.validate(msg)
+        server_messages.validate(msg)

@@ -2,7 +2,7 @@
 
 A real server (subprocess) with every model at the OpenAI-compatible stub, and the aiortc
 test client. Every message a client receives is validated against the models in
-``server/rtvi_messages.py`` when the test ends.
+``server/rtvi/server_messages.py`` when the test ends.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from server.rtvi import PROTOCOL_VERSION
-from tests.conftest import ServerProcess
-from tests.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
-from tests.rtc_client import RTCTestClient
+from server.rtvi.protocol import PROTOCOL_VERSION
+from testkit.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 CLIENT_TOOLS = [
     {

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.app_server import AppServer, serve_app
-from tests.openai_stub import OpenAIStub
-from tests.openai_stub import openai_stub_fixture as openai_stub_fixture
-from tests.rtc_client import RTCTestClient
+from testkit.app_server import AppServer, serve_app
+from testkit.openai_stub import OpenAIStub
+from testkit.openai_stub import openai_stub_fixture as openai_stub_fixture
+from testkit.rtc_client import RTCTestClient
 
 
 def broken_step(*args: object) -> None:

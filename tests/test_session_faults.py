@@ -19,11 +19,11 @@ import pytest
 from loguru import logger
 
 from pipeline.frames import BotStartedSpeaking, Emitter, Event
-from server.session_faults import LOG_INTERVAL, SessionFaults
-from tests.app_server import AppServer, serve_app
-from tests.openai_stub import OpenAIStub
-from tests.openai_stub import openai_stub_fixture as openai_stub_fixture
-from tests.rtc_client import RTCTestClient
+from server.session.faults import LOG_INTERVAL, SessionFaults
+from testkit.app_server import AppServer, serve_app
+from testkit.openai_stub import OpenAIStub
+from testkit.openai_stub import openai_stub_fixture as openai_stub_fixture
+from testkit.rtc_client import RTCTestClient
 
 HANDLER_ERRORS = 'parley_errors_total{kind="handler"}'
 

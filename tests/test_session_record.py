@@ -25,9 +25,9 @@ from pipeline.frames import (
 from pipeline.messages import Usage
 from pipeline.metrics import Prices
 from pipeline.services.llm import FixedText
-from server.session_record import MAX_REJECTED_REASONS, SessionRecorder
-from server.sessions import ClientInfo
-from server.sqlite_store import SQLiteTranscriptStore
+from server.storage.recorder import MAX_REJECTED_REASONS, SessionRecorder
+from server.storage.sqlite import SQLiteTranscriptStore
+from server.storage.store import ClientInfo
 
 T0 = 1_700_000_000.0
 

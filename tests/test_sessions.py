@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import ROOT, ServerProcess
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ROOT, ServerProcess
 
 
 async def session_ids(server: ServerProcess) -> list[str]:
@@ -95,7 +95,7 @@ async def test_silent_peer_is_reaped_after_liveness_timeout(server: ServerProces
 
 async def test_killed_peer_process_is_reaped(server: ServerProcess) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.rtc_client", server.url,
+        sys.executable, "-m", "testkit.rtc_client", server.url,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import uvicorn
 
-from server.registry import SessionRegistry
+from server.session.registry import SessionRegistry
+from server.session.shutdown import Drain, GracefulServer
 from server.settings import Settings
-from server.shutdown import Drain, GracefulServer
-from tests.conftest import ServerProcess
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 # Generous bounds on "in time": the point is that the process does not hang.
 EXIT_MARGIN = 5.0

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess
-from tests.rtc_client import RTCTestClient
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 NO_AUDIO_SDP = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n"
 

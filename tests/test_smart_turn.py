@@ -19,7 +19,7 @@ from pipeline.smart_turn import (
     SmartTurnModel,
     find_smart_turn_model,
 )
-from tests.turn_clips import RATE, render
+from testkit.turn_clips import RATE, render
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from server.sqlite_store import CRASHED, MAX_DATA_CHARS, SQLiteTranscriptStore
-from server.transcripts import StorageError
+from server.storage.sqlite import CRASHED, MAX_DATA_CHARS, SQLiteTranscriptStore
+from server.storage.store import StorageError
 
 T0 = 1_700_000_000.0  # a fixed epoch time: records are dated explicitly
 

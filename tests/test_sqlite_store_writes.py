@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from server.sqlite_store import SQLiteTranscriptStore
+from server.storage.sqlite import SQLiteTranscriptStore
 
 T0 = 1_700_000_000.0
 

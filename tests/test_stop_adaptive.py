@@ -26,7 +26,7 @@ from pipeline.frames import (
 from pipeline.turns import MinWordsTurnStart, UserTurnController, VADTurnStart
 from pipeline.turns.stop_adaptive import AdaptiveStopParams, AdaptiveTurnStop
 from pipeline.turns.text_cues import Ending
-from tests.turn_script import Step, play, rounded
+from testkit.turn_script import Step, play, rounded
 
 PARAMS = AdaptiveStopParams()
 SPEECH = [SpeechStarted(0.0), 1.2, SpeechStopped(1.0)]

@@ -7,8 +7,8 @@ from typing import Any
 
 from loguru import logger
 
-from server import rtvi_messages
-from server.system_log import SystemLogForwarder, session_context
+from server.rtvi import server_messages
+from server.rtvi.system_log import SystemLogForwarder, session_context
 
 
 def warn(text: str) -> None:
@@ -30,7 +30,7 @@ async def test_only_the_sessions_lines_at_the_level_are_forwarded() -> None:
         await asyncio.sleep(0.05)
     finally:
         forwarder.close()
-    texts = [rtvi_messages.validate(m).text for m in sent]
+    texts = [server_messages.validate(m).text for m in sent]
     assert texts == [
         "INFO tests.test_system_log: tool get_time ran",
         "WARNING tests.test_system_log: from a thread",

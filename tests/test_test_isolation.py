@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from server.app import create_app
+from server.api.app import create_app
 from server.settings import Settings
-from tests.conftest import ROOT, server_env
+from testkit.server_process import ROOT, server_env
 
 PROBE = "ISOLATION_PROBE"  # not PARLEY_*: it must survive the clean environment
 DEFAULT_PROMPT = Settings.model_fields["system_prompt"].default

@@ -5,7 +5,7 @@ preamble plays, so its latency does not include the preamble. A barge-in during 
 preamble cancels an ordinary call; an async tool (``cancel_on_interruption=False``) goes
 on and its result reaches the context and the LLM through the async-tool protocol.
 
-The conversation is real (``tests/conversation_call.py``: the paced track read in real
+The conversation is real (``testkit/conversation_call.py``: the paced track read in real
 time, the OpenAI-compatible services against the stub), with a real tool runner.
 """
 
@@ -22,9 +22,9 @@ from pipeline.frames import BotStartedSpeaking, BotStoppedSpeaking, Event, Funct
 from pipeline.messages import AssistantMessage
 from pipeline.tool_runner import ToolRunner
 from pipeline.tools import ToolCall, ToolRegistry
-from tests.conversation_call import Call
-from tests.openai_stub import TTS_RATE, ChatReply, OpenAIStub
-from tests.openai_stub import ToolCall as ScriptedCall
+from testkit.conversation_call import Call
+from testkit.openai_stub import TTS_RATE, ChatReply, OpenAIStub
+from testkit.openai_stub import ToolCall as ScriptedCall
 
 # About 1.2 s of stub speech: long enough that a call started after it is clearly late.
 PREAMBLE = "Let me look that up for you, it will only take a moment while I check the records."

@@ -29,7 +29,8 @@ from pipeline.services.local_stt import LocalSTT
 from pipeline.services.stt import Transcript
 from pipeline.transcriber import Transcriber
 from pipeline.vad import VADAnalyzer
-from tests.test_vad import espeak, frames, timeline
+from testkit.speech import espeak, timeline
+from testkit.vad_feed import frames
 
 DRAGON = "Please tell me a short story about a friendly dragon."
 BOOK = "Can you recommend a good book to read?"

@@ -16,13 +16,14 @@ from typing import Any
 import httpx
 import pytest
 
-from server.memory_store import MemoryTranscriptStore
-from server.sqlite_store import CRASHED, SQLiteTranscriptStore
-from server.transcript_writer import MAX_QUEUE
-from server.transcripts import TranscriptStore
-from tests.conftest import ROOT, ServerProcess, make_speech
-from tests.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
-from tests.rtc_client import RTCTestClient
+from server.storage.memory import MemoryTranscriptStore
+from server.storage.sqlite import CRASHED, SQLiteTranscriptStore
+from server.storage.sqlite_writer import MAX_QUEUE
+from server.storage.store import TranscriptStore
+from testkit.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ROOT, ServerProcess
+from testkit.speech import make_speech
 
 LONG_ANSWER = " ".join(["The lighthouse robot polished its lamp every single night."] * 12)
 

@@ -3,7 +3,7 @@ what has been played, so a long answer buffers seconds, not minutes, and a barge
 throws little synthesis away. Held (preemptive) and paused replies stop synthesizing at
 the limit and go on when released or resumed.
 
-The whole conversation is real (``tests/conversation_call.py``: the paced track read in
+The whole conversation is real (``testkit/conversation_call.py``: the paced track read in
 real time, the OpenAI-compatible services); the stub behind them answers at once, so
 without back-pressure every sentence would be synthesized within moments.
 """
@@ -22,10 +22,10 @@ from pipeline.frames import BotResponseEnded, BotStartedSpeaking, BotStoppedSpea
 from pipeline.messages import AssistantMessage
 from pipeline.playout_pacing import PlayoutPacer
 from pipeline.preemptive import HeldReply
+from server.media.outbound_track import OUT_RATE
 from server.settings import Settings
-from server.webrtc import OUT_RATE
-from tests.conversation_call import Call
-from tests.openai_stub import TTS_RATE, OpenAIStub
+from testkit.conversation_call import Call
+from testkit.openai_stub import TTS_RATE, OpenAIStub
 
 SPEECH = "/v1/audio/speech"
 AHEAD = 1.0  # the limit these tests run with, in seconds

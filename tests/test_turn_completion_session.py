@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from pipeline.turn_completion import COMPLETE, INCOMPLETE_SHORT, MARKERS
-from tests.conftest import ServerProcess, checked_client
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient, checked_client
+from testkit.server_process import ServerProcess
 
 CHAT = "/v1/chat/completions"
 REPROMPT = "The user paused mid-sentence"  # the start of the short re-prompt

@@ -1,6 +1,6 @@
 """The end of the user's turn over WebRTC: a real server with the real VAD and end-of-turn
 model, the OpenAI-compatible stub for STT, LLM and TTS (its STT hears the words of the
-clip being played, see :class:`tests.turn_clips.ClipEar`), and an aiortc client playing
+clip being played, see :class:`testkit.turn_clips.ClipEar`), and an aiortc client playing
 generated speech."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ROOT, ServerProcess, metric
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
-from tests.turn_clips import ClipEar, TurnClip, complete_clip, paused_clip, write_wav
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ROOT, ServerProcess, metric
+from testkit.turn_clips import ClipEar, TurnClip, complete_clip, paused_clip, write_wav
 
 LEAD = 0.5
 

@@ -1,7 +1,7 @@
 """The adaptive turn end on the evaluation set, with the real models on generated speech.
 
 Each clip goes through the real Silero VAD, the real transcriber and the real Smart Turn
-model; only time is virtual (``tests/turn_replay.py``), so the figures do not depend on
+model; only time is virtual (``testkit/turn_replay.py``), so the figures do not depend on
 how busy the machine is. ``bench/turn_taking.py`` measures the same over WebRTC, with
 voice-to-voice times, against the fixed window and Pipecat.
 """
@@ -17,8 +17,8 @@ from pipeline.services.local_stt import LocalSTT
 from pipeline.smart_turn import SmartTurnModel
 from pipeline.turns import UserTurnParams
 from pipeline.turns.text_cues import Ending, ending
-from tests.turn_clips import VOICES, complete_clip, eval_set, paused_clip
-from tests.turn_replay import Replay, TurnReplayer, summary
+from testkit.turn_clips import VOICES, complete_clip, eval_set, paused_clip
+from testkit.turn_replay import Replay, TurnReplayer, summary
 
 ADAPTIVE = UserTurnParams(turn_end="adaptive")
 FIXED = UserTurnParams(turn_end="fixed", user_speech_timeout=0.6)

@@ -17,7 +17,7 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.turns import UserIdleController
-from tests.turn_script import Step, play, rounded
+from testkit.turn_script import Step, play, rounded
 
 
 def run(script: Sequence[Step], timeout: float = 3.0) -> list[Event]:

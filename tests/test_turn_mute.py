@@ -29,7 +29,7 @@ from pipeline.turns import (
     UserMute,
     UserMuteStrategy,
 )
-from tests.turn_script import Step, play
+from testkit.turn_script import Step, play
 
 
 def run(strategies: Sequence[UserMuteStrategy], script: Sequence[Step]) -> tuple[list, list]:

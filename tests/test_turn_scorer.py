@@ -19,7 +19,7 @@ from pipeline.frames import (
 from pipeline.services.workers import PoolSaturated
 from pipeline.smart_turn import WINDOW, SmartTurnModel
 from pipeline.turn_scorer import PRE_ROLL_SECONDS, TurnScorer, TurnScoring
-from tests.turn_clips import RATE, render
+from testkit.turn_clips import RATE, render
 
 FRAME = 320
 

@@ -28,7 +28,7 @@ from pipeline.turns import (
     UserTurnStopStrategy,
     VADTurnStart,
 )
-from tests.turn_script import Step, play, rounded
+from testkit.turn_script import Step, play, rounded
 
 
 def text(words: str, t: float, final: bool = True) -> Transcription:

@@ -29,15 +29,15 @@ from pipeline.ui_protocol import (
 )
 from pipeline.ui_state import UIState
 from pipeline.ui_tools import UI_TOOL_NAMES, ui_tools
-from server import rtvi
-from server.app import create_app
-from server.rtvi import RTVIError
+from server.api.app import create_app
+from server.rtvi import protocol
+from server.rtvi.protocol import RTVIError
+from server.rtvi.ui_worker import UIWorker
 from server.settings import Settings
-from server.ui_worker import UIWorker
-from tests.conftest import ServerProcess, free_port
-from tests.openai_stub import ChatReply, OpenAIStub
-from tests.openai_stub import ToolCall as StubToolCall
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import ChatReply, OpenAIStub
+from testkit.openai_stub import ToolCall as StubToolCall
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess, free_port
 
 
 def node(ref: str, role: str, name: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -207,9 +207,11 @@ def test_a_deep_but_reasonable_tree_is_accepted() -> None:
 def test_bad_ui_payloads_are_refused_with_the_message_id(
     type_: str, data: dict[str, Any], error: str
 ) -> None:
-    envelope = rtvi.parse_envelope({"label": "rtvi-ai", "type": type_, "id": "m1", "data": data})
+    envelope = protocol.parse_envelope(
+        {"label": "rtvi-ai", "type": type_, "id": "m1", "data": data}
+    )
     with pytest.raises(RTVIError) as caught:
-        rtvi.parse_data(envelope)
+        protocol.parse_data(envelope)
     assert caught.value.msg_id == "m1"
     assert error in caught.value.error and type_ in caught.value.error
 

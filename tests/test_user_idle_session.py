@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 CHAT = "/v1/chat/completions"
 GOODBYE = "Goodbye for now."

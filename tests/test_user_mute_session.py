@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ServerProcess, checked_client, make_speech
-from tests.openai_stub import OpenAIStub
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import OpenAIStub
+from testkit.rtc_client import RTCTestClient, checked_client
+from testkit.server_process import ServerProcess
+from testkit.speech import make_speech
 
 LONG_ANSWER = "This answer takes a while to say out loud, so bear with me please. " * 9
 STT = "/v1/audio/transcriptions"

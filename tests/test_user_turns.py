@@ -31,7 +31,7 @@ from pipeline.turns import (
     UserTurns,
     VADTurnStart,
 )
-from tests.turn_script import Step, play, rounded
+from testkit.turn_script import Step, play, rounded
 
 
 def run(

@@ -6,14 +6,8 @@ Everything runs on the real model; nothing is mocked.
 
 from __future__ import annotations
 
-import io
-import shutil
-import subprocess
-import wave
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
-import av
 import numpy as np
 import pytest
 
@@ -27,83 +21,10 @@ from pipeline.frames import (
 )
 from pipeline.silero import SAMPLE_RATE, SileroModel, find_silero_model
 from pipeline.vad import VADAnalyzer, VADBatch, VADParams, VADState, window_volume
+from testkit.speech import SENTENCE_A, SENTENCE_B, at_level, espeak, pink, timeline
+from testkit.vad_feed import FRAME, assert_same_events, frames, kinds, run
 
-FRAME = 320  # 20 ms
 TOLERANCE = 0.1  # seconds, for onsets and ends
-SENTENCE_A = "The quick brown fox jumps over the lazy dog."
-SENTENCE_B = "Please call me back when you get a chance tomorrow."
-
-
-def espeak(text: str) -> np.ndarray:
-    """A sentence as 16 kHz int16 samples (espeak-ng writes 22050 Hz)."""
-    binary = shutil.which("espeak-ng")
-    if binary is None:
-        pytest.fail("espeak-ng is missing: apt-get install espeak-ng")
-    wav = subprocess.run([binary, "--stdout", text], check=True, capture_output=True).stdout
-    with wave.open(io.BytesIO(wav)) as src:
-        rate = src.getframerate()
-        samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
-    frame = av.AudioFrame.from_ndarray(samples[None, :].copy(), format="s16", layout="mono")
-    frame.sample_rate = rate
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
-    out = [*resampler.resample(frame), *resampler.resample(None)]
-    return np.concatenate([f.to_ndarray()[0] for f in out])
-
-
-@dataclass
-class Timeline:
-    samples: np.ndarray  # int16
-    truth: list[tuple[float, float]]  # (onset, end) of each sentence, seconds from 0
-
-
-def timeline(*parts: float | np.ndarray) -> Timeline:
-    """Silences (seconds) and clips in order, with each clip's true onset and end.
-
-    Clips are trimmed to their sound, so the silences are the true pauses."""
-    chunks: list[np.ndarray] = []
-    truth: list[tuple[float, float]] = []
-    position = 0
-    for part in parts:
-        if isinstance(part, np.ndarray):
-            loud = np.flatnonzero(np.abs(part.astype(np.int32)) > 0.01 * np.abs(part).max())
-            chunk = part[loud[0] : loud[-1] + 1].astype(np.int16)
-            truth.append((position / SAMPLE_RATE, (position + chunk.size) / SAMPLE_RATE))
-        else:
-            chunk = np.zeros(round(part * SAMPLE_RATE), np.int16)
-        chunks.append(chunk)
-        position += chunk.size
-    return Timeline(np.concatenate(chunks), truth)
-
-
-def at_level(samples: np.ndarray, dbfs: float) -> np.ndarray:
-    """Scale to an RMS level (over the non-silent part) in dBFS, as int16."""
-    x = samples.astype(np.float64)
-    rms = np.sqrt(np.mean(x[np.abs(x) > 0] ** 2))
-    return np.clip(np.round(x / rms * 32768 * 10 ** (dbfs / 20)), -32768, 32767).astype(np.int16)
-
-
-def frames(samples: np.ndarray, t0: float = 0.0) -> list[tuple[bytes, float]]:
-    usable = samples.size - samples.size % FRAME
-    return [
-        (samples[i : i + FRAME].tobytes(), t0 + i / SAMPLE_RATE) for i in range(0, usable, FRAME)
-    ]
-
-
-def run(
-    analyzer: VADAnalyzer, samples: np.ndarray, t0: float = 0.0, onsets: bool = False
-) -> list[Event]:
-    """The events of ``samples`` fed frame by frame; the tentative ones (``SpeechOnset``,
-    ``SpeechFalseStart``) only with ``onsets``."""
-    events: list[Event] = []
-    for frame, t in frames(samples, t0):
-        events += analyzer.push(frame, t)
-    if onsets:
-        return events
-    return [e for e in events if not isinstance(e, SpeechOnset | SpeechFalseStart)]
-
-
-def kinds(events: list[Event]) -> list[type[Event]]:
-    return [type(e) for e in events]
 
 
 @pytest.fixture(scope="session")
@@ -165,12 +86,6 @@ def test_quiet_speech_is_heard(model: SileroModel, sentence_b: np.ndarray) -> No
 
 
 # -- no speech ----------------------------------------------------------------------------
-
-
-def pink(rng: np.random.Generator, size: int) -> np.ndarray:
-    spectrum = np.fft.rfft(rng.standard_normal(size))
-    spectrum /= np.sqrt(np.maximum(np.arange(spectrum.size), 1))
-    return np.fft.irfft(spectrum, size)
 
 
 @pytest.mark.parametrize("dbfs", [-60, -35])
@@ -297,13 +212,6 @@ def three_streams(sentence_a: np.ndarray, sentence_b: np.ndarray) -> list[np.nda
 
 def alone(model: SileroModel, streams: list[np.ndarray]) -> list[list[Event]]:
     return [run(VADAnalyzer(model=model), s, 3.0 * n, onsets=True) for n, s in enumerate(streams)]
-
-
-def assert_same_events(got: list[list[Event]], expected: list[list[Event]]) -> None:
-    # Times may differ in the last bits: the buffer clock re-anchors on every frame fed.
-    assert [kinds(e) for e in got] == [kinds(e) for e in expected]
-    for mine, theirs in zip(got, expected, strict=True):
-        assert [e.t for e in mine] == pytest.approx([e.t for e in theirs], abs=1e-9)
 
 
 def test_batched_sessions_equal_single_sessions(

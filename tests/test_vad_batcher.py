@@ -14,22 +14,11 @@ import numpy as np
 import pytest
 
 from pipeline.frames import Event, SpeechOnset, SpeechStarted, SpeechStopped
-from pipeline.silero import SileroModel
+from pipeline.silero import SAMPLE_RATE, SileroModel
 from pipeline.vad import VADAnalyzer
 from pipeline.vad_batcher import VADBatcher
-from tests.test_vad import (
-    SAMPLE_RATE,
-    SENTENCE_A,
-    SENTENCE_B,
-    assert_same_events,
-    at_level,
-    espeak,
-    frames,
-    kinds,
-    pink,
-    run,
-    timeline,
-)
+from testkit.speech import SENTENCE_A, SENTENCE_B, at_level, espeak, pink, timeline
+from testkit.vad_feed import assert_same_events, frames, kinds, run
 
 
 class RecordingModel(SileroModel):

@@ -1,5 +1,5 @@
-"""Keyframes found by their header bytes, decoded alone, as bounded JPEGs (server/video_frames.py),
-on frames made by aiortc's own VP8 and H.264 encoders."""
+"""Keyframes found by their header bytes, decoded alone, as bounded JPEGs
+(server/media/video_frames.py), on frames made by aiortc's own VP8 and H.264 encoders."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
-from server.video_frames import KeyframeDecoder, is_keyframe, scaled_size
-from tests.video_clips import H264, VP8, encoded_frames
+from server.media.video_frames import KeyframeDecoder, is_keyframe, scaled_size
+from testkit.video_clips import H264, VP8, encoded_frames
 
 RED = (200, 30, 40)
 

@@ -1,4 +1,4 @@
-"""The video intake (server/video_intake.py) on a real aiortc receiver, fed the encoded
+"""The video intake (server/media/video_intake.py) on a real aiortc receiver, fed the encoded
 frames aiortc's jitter buffer hands over: frames are counted, not decoded; a keyframe is
 decoded only when a picture is wanted."""
 
@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 from aiortc import RTCPeerConnection
 
-from server.video_intake import TrackIntake, VideoIntake
-from tests.video_clips import VP8, encoded_frames
+from server.media.video_intake import TrackIntake, VideoIntake
+from testkit.video_clips import VP8, encoded_frames
 
 RED, BLUE = (200, 30, 40), (40, 50, 210)
 

@@ -17,10 +17,10 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import ServerProcess
-from tests.openai_stub import ChatReply, OpenAIStub, ToolCall
-from tests.rtc_camera import ColourCamera
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
+from testkit.rtc_camera import ColourCamera
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
 
 CHAT = "/v1/chat/completions"
 RED, GREEN, BLUE = (200, 30, 40), (30, 190, 60), (40, 50, 210)

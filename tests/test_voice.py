@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, make_speech
-from tests.openai_stub import ChatReply, OpenAIStub, ToolCall
-from tests.rtc_client import RTCTestClient
+from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
+from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess
+from testkit.speech import make_speech
 
 LONG_ANSWER = (
     "Once upon a time there was a small robot who lived in a lighthouse by the sea. "

@@ -1,7 +1,7 @@
 """A call's VAD in the server's voice pipeline: scored off the event loop, batched across
 the loop's sessions, with the same decisions, in order, as inline scoring.
 
-Real :class:`server.voice.VoiceSession` objects (providers at the OpenAI-compatible stub
+Real :class:`server.session.voice.VoiceSession` objects (providers at the OpenAI-compatible stub
 on a real socket), real Silero on espeak-ng speech, fed as the transport feeds them.
 """
 
@@ -15,12 +15,13 @@ import numpy as np
 from pipeline.frames import Event, SpeechFalseStart, SpeechOnset, SpeechStarted, SpeechStopped
 from pipeline.silero import SileroModel
 from pipeline.vad import VADAnalyzer, VADParams
-from server.services import build_services
+from server.media.outbound_track import PacedAudioTrack
+from server.session.services import build_services
+from server.session.voice import VoiceSession
 from server.settings import Settings
-from server.voice import VoiceSession
-from server.webrtc import PacedAudioTrack
-from tests.openai_stub import OpenAIStub, openai_stub_fixture  # noqa: F401
-from tests.test_vad import SENTENCE_A, SENTENCE_B, espeak, frames, kinds, run, timeline
+from testkit.openai_stub import OpenAIStub, openai_stub_fixture  # noqa: F401
+from testkit.speech import SENTENCE_A, SENTENCE_B, espeak, timeline
+from testkit.vad_feed import frames, kinds, run
 
 VAD_KINDS = SpeechOnset | SpeechStarted | SpeechStopped | SpeechFalseStart
 

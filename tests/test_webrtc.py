@@ -9,12 +9,7 @@ import numpy as np
 from aiortc.mediastreams import MediaStreamError
 from av import CodecContext, Packet
 
-from server.webrtc import (
-    OUT_FRAME_BYTES,
-    OUT_RATE,
-    OUT_SAMPLES,
-    PacedAudioTrack,
-)
+from server.media.outbound_track import OUT_FRAME_BYTES, OUT_RATE, OUT_SAMPLES, PacedAudioTrack
 
 
 def tone(rate: int, seconds: float, freq: float = 440.0, amp: int = 8000) -> np.ndarray:

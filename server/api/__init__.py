@@ -1,0 +1,1 @@
+"""The HTTP API: signalling, sessions, health and readiness, history, auth and limits."""

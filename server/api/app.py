@@ -1,0 +1,265 @@
+"""The ASGI application: routes, error shapes, body limit, and the session lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from loguru import logger
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pipeline.tools import ToolRegistry
+from server import __version__
+from server.api import auth, health, history, sessions, signalling
+from server.api.readiness import NotReady, Readiness
+from server.ops.metrics import ServerMetrics, add_metrics
+from server.rtvi.handler import ClientMessages
+from server.session.registry import SessionRegistry
+from server.session.services import Services, build_services
+from server.session.shutdown import Drain, ShutdownHook, run_shutdown_hooks
+from server.settings import Settings, get_settings
+from server.storage.backends import open_store
+from server.storage.retention import keep_purging, purge_expired
+from server.storage.store import (
+    StorageError,
+    TranscriptStore,
+)
+
+
+def find_static_dir(configured: Path | None) -> Path | None:
+    """The browser client's folder: as configured, or beside the source tree, or ./static."""
+    candidates = [configured] if configured else [
+        Path(__file__).resolve().parent.parent / "static",
+        Path.cwd() / "static",
+    ]  # fmt: skip
+    return next((p for p in candidates if p.is_dir()), None)
+
+
+class BodyLimit:
+    """Refuses request bodies over ``limit`` bytes with 413, whether declared or streamed.
+
+    Bodies here are small (SDP, candidates), so the body is read whole before the app
+    sees it; that is what lets a streamed body be refused before any route runs.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = {"error": f"request body larger than {self.limit} bytes", "detail": None}
+        await JSONResponse(body, status_code=413)(scope, receive, send)
+
+
+def _error(status_code: int, error: str, detail: object = None, headers=None) -> JSONResponse:
+    return JSONResponse({"error": error, "detail": detail}, status_code, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return _error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return _error(400, "the request body is not valid JSON")
+    detail = [{"loc": e.get("loc"), "msg": e.get("msg"), "type": e.get("type")} for e in errors]
+    return _error(422, "the request does not match the expected fields", detail)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    logger.opt(exception=exc).error("unhandled error on {} {}", request.method, request.url.path)
+    return _error(500, "internal server error")
+
+
+async def _load_models(services: Services) -> None:
+    """Load the embedded models at start-up; a failure is logged and shown by /health."""
+    started = time.monotonic()
+    try:
+        await services.load()
+    except Exception as exc:
+        logger.error("loading the embedded models failed: {}", exc)
+    else:
+        logger.info("models ready in {:.1f} s", time.monotonic() - started)
+        freeze_startup_objects()
+
+
+def freeze_startup_objects() -> None:
+    """Move everything start-up made (libraries, models) out of the cyclic collector's
+    reach: it lives as long as the process, and otherwise every full collection walks it
+    again while sessions wait."""
+    started = time.perf_counter()
+    gc.collect()
+    gc.freeze()
+    logger.info(
+        "froze {} start-up objects in {:.0f} ms",
+        gc.get_freeze_count(),
+        1000 * (time.perf_counter() - started),
+    )
+
+
+def _models_loaded(services: Services, preloading: bool) -> None:
+    """Readiness check: every model in use is loaded (unless they load on first use)."""
+    if preloading and not services.ready:
+        states = services.status()["embedded"]
+        waiting = {role: s.get("state") for role, s in states.items() if s.get("state") != "ready"}
+        raise NotReady(f"models not loaded: {waiting}")
+
+
+def _accepting(registry: SessionRegistry) -> None:
+    """Readiness check: the server is not draining."""
+    if registry.draining:
+        raise NotReady("the server is shutting down")
+
+
+def _storage_writable(store: TranscriptStore) -> None:
+    """Readiness check: the transcript store's latest write succeeded."""
+    status = store.status()
+    if not status.get("ok", True):
+        raise NotReady(f"transcript storage failing: {status.get('last_error')}")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; sessions live in ``app.state.registry`` for the app's lifetime.
+
+    Hooks for other parts: ``app.state.readiness.add(name, check)`` (``/ready``),
+    ``app.state.shutdown_hooks`` (async callables run after every session has closed),
+    ``registry.listeners`` (told of each session's start and end).
+    """
+    settings = settings or get_settings()
+    readiness = Readiness()  # its checks run after the lifespan has started
+    shutdown_hooks: list[ShutdownHook] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = open_store(settings)
+        try:
+            await store.start()
+        except StorageError as exc:
+            logger.error("{}", exc)
+            raise
+        await purge_expired(store, settings.transcript_retention_days)
+        purger = asyncio.create_task(
+            keep_purging(store, settings.transcript_retention_days), name="purge-transcripts"
+        )
+        app.state.store = store
+        services = build_services(settings)
+        for spec in app.state.tools:  # tools the app added (server- or client-side)
+            services.tools.register(spec)
+        registry = SessionRegistry(settings, services, app.state.client_messages, store=store)
+        app.state.registry = registry
+        app.state.services = services
+        app.state.started = time.monotonic()
+        app.state.drain = Drain(registry, settings.shutdown_grace_seconds)
+        metrics: ServerMetrics = app.state.metrics
+        metrics.attach(registry, lambda: services.ready, services.turn_scorer)
+        watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
+        lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
+        loading = asyncio.create_task(_load_models(services), name="load-models")
+        if not settings.preload_models:
+            loading.cancel()
+        logger.info("parley {} ready on {}:{}", __version__, settings.host, settings.port)
+        if app.state.exposure_warning:
+            logger.warning("{}", app.state.exposure_warning)
+        try:
+            yield
+        finally:
+            registry.draining = True
+            watcher.cancel()
+            loading.cancel()
+            purger.cancel()
+            lag.cancel()
+            await asyncio.gather(watcher, loading, purger, lag, return_exceptions=True)
+            await registry.close_all("server shutdown", error="the server is shutting down")
+            await run_shutdown_hooks(shutdown_hooks)
+            await store.close()  # after the sessions: their last turns and ends are written
+            await services.aclose()
+            logger.info("all sessions closed")
+
+    app = FastAPI(
+        title="Parley",
+        version=__version__,
+        summary="Realtime voice-agent server: WebRTC signalling, sessions and RTVI.",
+        lifespan=lifespan,
+    )
+    # What an app adds before it starts: client-message handlers by ``t`` and tools
+    # (e.g. ``ToolSpec(..., client_side=True)``) on top of the built-in ones.
+    app.state.client_messages = ClientMessages.with_defaults()
+    app.state.tools = ToolRegistry()
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+    readiness.add("models", lambda: _models_loaded(app.state.services, settings.preload_models))
+    readiness.add("accepting", lambda: _accepting(app.state.registry))
+    readiness.add("storage", lambda: _storage_writable(app.state.store))
+    app.state.readiness = readiness
+    app.state.shutdown_hooks = shutdown_hooks
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    add_metrics(app, ServerMetrics())
+    auth.install(app, [key.get_secret_value() for key in settings.api_keys])
+    app.state.exposure_warning = auth.exposure_warning(settings.host, app.state.api_keys.enabled)
+    if settings.cors_origins:
+        # Outermost, so that preflights and error answers (401, 413) carry CORS headers too.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    app.include_router(signalling.router)
+    app.include_router(health.router)
+    app.include_router(sessions.router)
+    app.include_router(history.router)
+    static_dir = find_static_dir(settings.static_dir)
+    if static_dir is None:
+        logger.warning("no static/ folder found: the browser client is not served")
+    else:
+        app.mount("/", StaticFiles(directory=static_dir, html=True), name="static")
+    return app

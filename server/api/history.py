@@ -1,0 +1,92 @@
+"""Session records over HTTP: one session's transcript, and the history of sessions.
+
+Both read the transcript store, so they serve live and ended sessions alike, and the
+history survives restarts (with ``storage=sqlite``). With API keys, a caller sees only
+the sessions made with its own key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from server.api.auth import Owner, owns
+from server.api.signalling import ERRORS
+from server.storage.store import SessionRecord, SessionSummary, TranscriptStore
+
+router = APIRouter(tags=["history"])
+
+
+def get_store(request: Request) -> TranscriptStore:
+    return request.app.state.store
+
+
+Store = Annotated[TranscriptStore, Depends(get_store)]
+
+
+class History(BaseModel):
+    sessions: list[SessionSummary]
+    next_before: datetime | None = Field(
+        None, description="Pass as `before` for the next (older) page; null on the last page."
+    )
+    next_before_id: str | None = Field(
+        None,
+        description="Pass as `before_id` with `next_before`, so that sessions which started "
+        "at the same time as the last one listed are on the next page, not skipped.",
+    )
+    storage: str = Field(description="sqlite, or none (live sessions only).")
+
+
+@router.get(
+    "/api/sessions/{session_id}/transcript",
+    response_class=Response,
+    responses={200: {"model": SessionRecord}, **ERRORS},
+)
+async def get_transcript(session_id: str, store: Store, owner: Owner) -> Response:
+    """A session's record, live or ended, by pc_id or by /start session id (with API
+    keys: only a session made with the caller's key)."""
+    record = await store.get(session_id)
+    if record is None or not owns(record.client.get("credential"), owner):
+        raise HTTPException(404, f"no session record for {session_id!r}")
+    # A long session's record is large: encode it off the event loop.
+    body = await asyncio.to_thread(record.model_dump_json)
+    return Response(body, media_type="application/json")
+
+
+@router.get("/api/history", response_model=History, responses=ERRORS)
+async def get_history(
+    store: Store,
+    owner: Owner,
+    limit: Annotated[int, Query(ge=1, le=500, description="Sessions per page.")] = 50,
+    before: Annotated[
+        datetime | None,
+        Query(description="Only sessions started before this time (ISO 8601; UTC if naive)."),
+    ] = None,
+    before_id: Annotated[
+        str | None,
+        Query(
+            max_length=256,
+            description="With `before`: also sessions started at exactly that time whose id "
+            "sorts before this one (the previous page's `next_before_id`).",
+        ),
+    ] = None,
+) -> History:
+    """Sessions, newest first (ties by id), ended ones included (with API keys: the
+    caller's). Page with ``next_before`` and ``next_before_id``."""
+    if before_id is not None and before is None:
+        raise HTTPException(422, "before_id needs before (pass both from the previous page)")
+    if before is not None and before.tzinfo is None:
+        before = before.replace(tzinfo=UTC)
+    timestamp = before.timestamp() if before else None
+    sessions = await store.list(limit, timestamp, owner, before_id)
+    if len(sessions) < limit:
+        return History(sessions=sessions, storage=store.name)
+    last = sessions[-1]
+    return History(
+        sessions=sessions, next_before=last.started_at, next_before_id=last.id,
+        storage=store.name,
+    )  # fmt: skip

@@ -1,0 +1,238 @@
+"""The paced outbound audio track: the bot's voice as 20 ms Opus frames on the wall clock
+(inbound audio is :mod:`server.media.inbound_audio`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from aiortc import (
+    MediaStreamTrack,
+)
+from aiortc.mediastreams import MediaStreamError
+from av import AudioFrame, AudioResampler, Packet
+from loguru import logger
+
+from server.media.opus import OpusEncoder
+
+FRAME_SECONDS = 0.02
+OUT_RATE = 48000
+OUT_SAMPLES = int(OUT_RATE * FRAME_SECONDS)
+OUT_FRAME_BYTES = OUT_SAMPLES * 2
+# Past this much lateness the output clock is reset instead of bursting frames to catch up.
+MAX_LATENESS = 0.1
+
+
+class PlayoutListener(Protocol):
+    """Told what the outbound track actually sends, as it sends it."""
+
+    def playout_started(self) -> None: ...
+
+    def playout_stopped(self) -> None: ...
+
+    def segment_started(self, text: str) -> None: ...
+
+    def segment_played(self, text: str) -> None: ...
+
+
+@dataclass(slots=True)
+class _Segment:
+    start: int  # byte offsets in the stream of everything ever queued
+    end: int
+    text: str
+    started: bool = False
+
+
+class PacedAudioTrack(MediaStreamTrack):
+    """Outbound audio: 20 ms, 48 kHz mono frames paced against the wall clock.
+
+    ``write`` queues PCM at any sample rate (resampled once to 48 kHz), optionally tagged
+    with the text it speaks; ``recv`` sends silence whenever nothing is queued; ``flush``
+    drops everything queued at once, which is how barge-in silences the bot; ``pause``
+    sends silence from the next frame on while keeping what is queued, and ``resume``
+    goes on from the very sample where it paused (the user only said "mhm"). A pause is
+    not a stop: the listener hears nothing of it, and ``playing`` stays true. A
+    :class:`PlayoutListener` hears when audio starts and stops going out and when each
+    tagged segment starts and finishes; on ``flush`` the segment cut short is reported
+    with only the words that went out. ``mark`` runs a callback once everything queued
+    before it has been sent.
+
+    Listeners, marks and ``on_frame_sent`` run inside aiortc's sender loop, which ends at
+    the first exception (the bot would go silent for good): what they raise goes to
+    ``on_error`` (a session counts it) and playout goes on.
+    """
+
+    kind = "audio"
+
+    def __init__(self, listener: PlayoutListener | None = None) -> None:
+        super().__init__()
+        self.listener = listener
+        self._queue = bytearray()
+        self._resamplers: dict[int, AudioResampler] = {}
+        self._silence = bytes(OUT_FRAME_BYTES)
+        self._start: float | None = None
+        self._pts = 0
+        self._queued_total = 0  # bytes ever queued
+        self._sent_total = 0  # bytes of queued audio ever sent
+        self._segments: deque[_Segment] = deque()
+        self._marks: deque[tuple[int, Callable[[], None]]] = deque()
+        self._encoder = OpusEncoder()
+        self.playing = False
+        self.paused = False
+        # Told each frame of queued audio as it is sent (e.g. to meter the bot's level).
+        self.on_frame_sent: Callable[[bytes], None] | None = None
+        # Told what a listener, a mark or on_frame_sent raised.
+        self.on_error: Callable[[Exception], None] | None = None
+
+    @property
+    def queued_seconds(self) -> float:
+        """Seconds of audio waiting to be played."""
+        return len(self._queue) / (2 * OUT_RATE)
+
+    def write(self, pcm: bytes | np.ndarray, sample_rate: int, text: str | None = None) -> None:
+        """Queue mono s16 PCM (bytes or an int16 array) recorded at ``sample_rate``.
+
+        ``text`` starts a new segment (the words this audio speaks); untagged audio
+        written right after belongs to the same segment."""
+        before = len(self._queue)
+        if sample_rate == OUT_RATE:
+            self._queue += pcm.tobytes() if isinstance(pcm, np.ndarray) else pcm
+        else:
+            self._resample_into_queue(pcm, sample_rate)
+        added = len(self._queue) - before
+        start = self._queued_total
+        if text and added:
+            self._segments.append(_Segment(start, start + added, text))
+        elif added and self._segments and self._segments[-1].end == start:
+            self._segments[-1].end += added  # untagged audio right after: same segment
+        self._queued_total += added
+
+    def _resample_into_queue(self, pcm: bytes | np.ndarray, sample_rate: int) -> None:
+        samples = pcm if isinstance(pcm, np.ndarray) else np.frombuffer(pcm, dtype=np.int16)
+        if samples.size == 0:
+            return
+        frame = AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = sample_rate
+        resampler = self._resamplers.get(sample_rate)
+        if resampler is None:
+            resampler = AudioResampler(format="s16", layout="mono", rate=OUT_RATE)
+            self._resamplers[sample_rate] = resampler
+        for out in resampler.resample(frame):
+            self._queue += memoryview(out.planes[0])[: out.samples * 2]
+
+    def mark(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once all audio queued so far has been sent (now, if none is)."""
+        if not self._queue:
+            callback()
+        else:
+            self._marks.append((self._queued_total, callback))
+
+    def pause(self) -> None:
+        """Send silence from the next frame on; what is queued waits (and may grow)."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """Go on sending the queued audio from where it paused."""
+        self.paused = False
+
+    def flush(self) -> None:
+        """Drop all queued audio (and end a pause); the next frame sent is silence. Pending
+        marks are dropped too: what they waited for will never play."""
+        self.paused = False
+        listener = self.listener
+        if listener is not None and self._segments and self._segments[0].started:
+            cut = self._segments[0]
+            fraction = (self._sent_total - cut.start) / max(1, cut.end - cut.start)
+            words = cut.text.split()
+            spoken = " ".join(words[: round(len(words) * fraction)])
+            if spoken:
+                self._tell(listener.segment_played, spoken)
+        self._queued_total -= len(self._queue)
+        self._queue.clear()
+        self._resamplers.clear()
+        self._segments.clear()
+        self._marks.clear()
+        if self.playing:
+            self.playing = False
+            if listener is not None:
+                self._tell(listener.playout_stopped)
+
+    def _tell(self, callback: Callable[..., None], *args: object) -> None:
+        try:
+            callback(*args)
+        except Exception as exc:
+            if self.on_error is None:
+                logger.opt(exception=exc).error("playout: a listener failed")
+            else:
+                self.on_error(exc)
+
+    def _take_frame(self) -> bytes:
+        if not self._queue:
+            return self._silence
+        chunk = bytes(self._queue[:OUT_FRAME_BYTES])
+        del self._queue[:OUT_FRAME_BYTES]
+        self._sent_total += len(chunk)
+        if len(chunk) < OUT_FRAME_BYTES:
+            chunk += self._silence[len(chunk) :]
+        return chunk
+
+    def _report(self, had_audio: bool) -> None:
+        listener = self.listener
+        if had_audio and not self.playing:
+            self.playing = True
+            if listener is not None:
+                self._tell(listener.playout_started)
+        segments = self._segments
+        while segments:
+            head = segments[0]
+            if not head.started and head.start < self._sent_total:
+                head.started = True
+                if listener is not None:
+                    self._tell(listener.segment_started, head.text)
+            if head.end <= self._sent_total:
+                segments.popleft()
+                if listener is not None:
+                    self._tell(listener.segment_played, head.text)
+            else:
+                break
+        marks = self._marks
+        while marks and marks[0][0] <= self._sent_total:
+            self._tell(marks.popleft()[1])
+        if not had_audio and self.playing:
+            self.playing = False
+            if listener is not None:
+                self._tell(listener.playout_stopped)
+
+    async def recv(self) -> Packet:  # type: ignore[override]
+        """The next 20 ms as an Opus packet, when it is due (aiortc sends it as is)."""
+        pcm = await self.recv_pcm()
+        return self._encoder.encode(pcm, self._pts, silent=pcm is self._silence)
+
+    async def recv_pcm(self) -> bytes:
+        """The next 20 ms of 48 kHz mono s16, when it is due (silence if nothing is queued)."""
+        if self.readyState != "live":
+            raise MediaStreamError
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        else:
+            self._pts += OUT_SAMPLES
+            wait = self._start + self._pts / OUT_RATE - now
+            if wait > 0:
+                await asyncio.sleep(wait)
+            elif wait < -MAX_LATENESS:
+                self._start -= wait
+        if self.paused:
+            return self._silence
+        had_audio = bool(self._queue)
+        chunk = self._take_frame()
+        if had_audio or self.playing:
+            self._report(had_audio)
+            if had_audio and self.on_frame_sent is not None:
+                self._tell(self.on_frame_sent, chunk)
+        return chunk

@@ -1,0 +1,2 @@
+"""Operations: Prometheus metrics, logging, process figures, event-loop lag, giving memory
+back."""

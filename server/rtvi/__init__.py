@@ -1,0 +1,2 @@
+"""The RTVI protocol: client and server message models, the handler, pipeline events as
+messages, the UI worker, the system log."""

@@ -1,0 +1,181 @@
+"""RTVI protocol models (label ``rtvi-ai``, protocol 1.4.0) and message builders.
+
+We announce 1.4.0, the version of the protocol this server implements. The official
+client (client-js 1.13, protocol 2.1.0) warns that the bot is older and then works; a
+2.x announcement would make it send ``dtmf`` and expect 2.x ``bot-output`` fields
+(``will_be_spoken``, ``spoken_status``), which 1.4.0 does not define. Server → client
+``data`` models live in :mod:`server.rtvi.server_messages`.
+
+Client messages are validated in two steps: the envelope (``label``, ``type``, ``id``,
+``data``), then the ``data`` of the types we know. Both raise :class:`RTVIError`, which
+carries the message id (when there was one) so the answer can be an ``error-response``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+
+from pipeline.ui_protocol import UICancelJobGroupData, UIEventData, UISnapshotData
+from server.rtvi.server_messages import (
+    BotReadyData,
+    ErrorData,
+    ErrorResponseData,
+    ServerResponseData,
+    build,
+)
+
+PROTOCOL_VERSION = "1.4.0"
+LABEL = "rtvi-ai"
+SUPPORTED_MAJORS = (1, 2)
+
+
+class RTVIError(Exception):
+    """A client message that cannot be served; ``msg_id`` is set when the message had one.
+
+    ``reason`` names the kind of error without the particulars (which may come from the
+    client): records count errors by it. By default, the text before the first colon."""
+
+    def __init__(self, error: str, msg_id: str | None = None, reason: str | None = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.msg_id = msg_id
+        self.reason = reason if reason is not None else error.split(":", 1)[0]
+
+
+class Envelope(BaseModel):
+    """The frame every RTVI message shares."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    label: Literal["rtvi-ai"]
+    type: str
+    id: str
+    data: dict[str, Any] | None = None
+
+
+# The longest name or version a client's self-description keeps: the session listing
+# shows them to every caller, and a real one is a few dozen characters.
+MAX_ABOUT_CHARS = 200
+# Cut rather than refused: an odd client still gets its bot-ready.
+Short = Annotated[str, AfterValidator(lambda text: text[:MAX_ABOUT_CHARS])]
+
+
+class AboutClient(BaseModel):
+    """What the client says about itself in ``client-ready`` (the rest is ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    library: Short
+    library_version: Short | None = None
+    platform: Short | None = None
+    platform_version: Short | None = None
+
+
+class ClientReadyData(BaseModel):
+    """``client-ready``. Both fields are optional here so that an old or odd client is
+    still answered with ``bot-ready`` (after an ``error-response`` about the version)."""
+
+    version: Short | None = None
+    about: AboutClient | None = None
+
+
+class ClientMessageData(BaseModel):
+    """``client-message``: an app-defined request ``t`` with payload ``d``."""
+
+    t: str
+    d: Any | None = None
+
+
+class SendTextOptions(BaseModel):
+    run_immediately: bool = True
+    audio_response: bool = True
+
+
+class SendTextData(BaseModel):
+    content: str
+    options: SendTextOptions | None = None
+
+
+class DisconnectBotData(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class FunctionCallResultData(BaseModel):
+    """``llm-function-call-result``: the client's answer to a client-side tool call."""
+
+    function_name: str
+    tool_call_id: str
+    arguments: dict[str, Any] = {}
+    result: dict[str, Any] | str
+
+
+# The client message types we understand, and the model of their ``data``.
+CLIENT_DATA_MODELS: dict[str, type[BaseModel]] = {
+    "client-ready": ClientReadyData,
+    "client-message": ClientMessageData,
+    "send-text": SendTextData,
+    "disconnect-bot": DisconnectBotData,
+    "llm-function-call-result": FunctionCallResultData,
+    # The UI worker protocol (server/rtvi/ui_worker.py).
+    "ui-event": UIEventData,
+    "ui-snapshot": UISnapshotData,
+    "ui-cancel-job-group": UICancelJobGroupData,
+}
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "message"
+    return f"{where}: {err['msg']}"
+
+
+def parse_envelope(raw: Any) -> Envelope:
+    """Validate decoded JSON as an RTVI envelope, or raise :class:`RTVIError`."""
+    if not isinstance(raw, dict):
+        raise RTVIError("an RTVI message must be a JSON object")
+    msg_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    try:
+        return Envelope.model_validate(raw)
+    except ValidationError as exc:
+        raise RTVIError(f"invalid RTVI message: {_first_error(exc)}", msg_id) from None
+
+
+def parse_data(envelope: Envelope) -> BaseModel:
+    """Validate the ``data`` of a known client message type, or raise :class:`RTVIError`."""
+    model = CLIENT_DATA_MODELS.get(envelope.type)
+    if model is None:
+        raise RTVIError(f"unknown message type: {envelope.type!r}", envelope.id)
+    try:
+        return model.model_validate(envelope.data or {})
+    except ValidationError as exc:
+        raise RTVIError(f"invalid {envelope.type} data: {_first_error(exc)}", envelope.id) from None
+
+
+def version_major(version: str | None) -> int | None:
+    """The major number of a ``x.y.z`` version string, or None if it has none."""
+    head = (version or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def message(type_: str, data: Any = None, msg_id: str | None = None) -> dict[str, Any]:
+    """A server → client RTVI message (``data`` a model of :mod:`server.rtvi.server_messages`,
+    or plain JSON)."""
+    return build(type_, data, msg_id)
+
+
+def bot_ready(msg_id: str, about: dict[str, Any]) -> dict[str, Any]:
+    return build("bot-ready", BotReadyData(version=PROTOCOL_VERSION, about=about), msg_id)
+
+
+def error_response(msg_id: str, error: str) -> dict[str, Any]:
+    return build("error-response", ErrorResponseData(error=error), msg_id)
+
+
+def error(error: str, fatal: bool = False) -> dict[str, Any]:
+    return build("error", ErrorData(error=error, fatal=fatal))
+
+
+def server_response(msg_id: str, t: str, d: Any = None) -> dict[str, Any]:
+    return build("server-response", ServerResponseData(t=t, d=d), msg_id)
