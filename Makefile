@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 export PIP_NO_INPUT := 1
 
-.PHONY: run test container-test install install-dev test-tools lint format clean
+.PHONY: run test container-test scale-test install install-dev test-tools lint format clean
 
 # Binds 127.0.0.1 (an open server is for this machine only): `PARLEY_HOST=0.0.0.0 make run`
 # serves the network, and then wants PARLEY_API_KEYS (see README.md, "Security and limits").
@@ -32,11 +32,13 @@ $(VENV)/.dev: $(VENV)/.runtime
 	$(PIP) install -q -c constraints.txt -e ".[dev]"
 	touch $@
 
-# From Debian, only if missing: espeak-ng makes the speech the tests send, and chromium
-# runs the real-browser test (Playwright drives it; it never downloads a browser).
+# From Debian, only if missing: espeak-ng makes the speech the tests send, chromium
+# runs the real-browser test (Playwright drives it; it never downloads a browser), and
+# haproxy checks deploy/haproxy/haproxy.cfg (and runs it in scale-test).
 test-tools:
 	@missing=""; \
 	command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
+	[ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null || missing="$$missing haproxy"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -49,6 +51,12 @@ test-tools:
 # in $(VENV) (installed first if missing).
 container-test: $(VENV)/.dev
 	PY=$(PY) tests/container_test.sh
+
+# Two replicas (r1, r2) and HAProxy with deploy/haproxy/haproxy.cfg on 127.0.0.1, checked
+# through HAProxy with real WebRTC clients: routing by id, spread, drain, crash (about a
+# minute; see deploy/scale_test.py).
+scale-test: $(VENV)/.dev test-tools
+	$(PY) -m deploy.scale_test
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

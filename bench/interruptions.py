@@ -36,12 +36,13 @@ import httpx
 import numpy as np
 
 from pipeline.echo import EchoCanceller
+from testkit.clip_ear import ClipEar
 from testkit.measure import stats
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 from testkit.targets import PipecatProcess
-from testkit.turn_clips import RATE, ClipEar, TurnClip, complete_clip, render, write_wav
+from testkit.turn_clips import RATE, TurnClip, complete_clip, render, write_wav
 
 STORY = (
     "Once upon a time there was a small robot who lived in a lighthouse by the sea. "

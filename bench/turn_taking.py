@@ -40,10 +40,11 @@ from typing import Any
 
 import httpx
 
+from testkit.clip_ear import ClipEar
 from testkit.measure import stats
 from testkit.rtc_client import RTCTestClient
 from testkit.targets import start_stub, start_target
-from testkit.turn_clips import COMPLETE, PAUSED, ClipEar, TurnClip, eval_set, write_wav
+from testkit.turn_clips import COMPLETE, PAUSED, TurnClip, eval_set, write_wav
 
 TARGETS = ("parley", "parley-fixed", "pipecat", "pipecat-fixed")
 LEAD = 0.4  # silence before each clip

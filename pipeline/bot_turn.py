@@ -40,9 +40,8 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import aclosing
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
 from loguru import logger
 
 from pipeline.context import LLMContext
@@ -65,7 +64,7 @@ from pipeline.frames import (
     TTSStopped,
 )
 from pipeline.messages import Usage
-from pipeline.playout_pacing import DEFAULT_TTS_AHEAD, PlayoutPacer
+from pipeline.playout_pacing import DEFAULT_TTS_AHEAD, AudioOutput, PlayoutPacer
 from pipeline.sentences import SentenceAggregator
 from pipeline.services.llm import (
     LLMChunk,
@@ -100,18 +99,6 @@ def turn_error(exc: BaseException) -> TurnError:
         for inner in exc.exceptions:
             return turn_error(inner)
     return TurnError("pipeline", exc)
-
-
-class AudioOutput(Protocol):
-    """The outbound track, as the pipeline sees it."""
-
-    playing: bool  # audio is going out right now
-
-    def write(self, pcm: bytes | np.ndarray, sample_rate: int, text: str | None = None) -> None: ...
-
-    def mark(self, callback: Callable[[], None]) -> None: ...
-
-    def flush(self) -> None: ...
 
 
 class BotTurn:

@@ -38,6 +38,7 @@ from pipeline.summarizer import (
     SummaryRequest,
     head_length,
 )
+from pipeline.task_cancel import cancel_and_wait
 
 SUMMARY_AT = 0.75  # of the budget: when a summary starts
 
@@ -160,9 +161,7 @@ class ContextBudget:
         }
 
     async def close(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait([self._task])
 
     def _start(self, request: SummaryRequest) -> None:
         self._task = asyncio.get_running_loop().create_task(

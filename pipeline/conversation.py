@@ -27,7 +27,7 @@ from loguru import logger
 
 from pipeline.aggregators import AssistantAggregator, UserAggregator
 from pipeline.barge_in import BargeIn
-from pipeline.bot_turn import DEFAULT_TTS_AHEAD, AudioOutput, BotTurn, turn_error
+from pipeline.bot_turn import DEFAULT_TTS_AHEAD, BotTurn, turn_error
 from pipeline.context import LLMContext
 from pipeline.frames import (
     BotResponseEnded,
@@ -37,18 +37,8 @@ from pipeline.frames import (
     BotTextStarted,
     Emitter,
     Event,
-    FunctionCallCancelled,
-    FunctionCallInProgress,
-    FunctionCallResult,
-    FunctionCallsStarted,
     Interruption,
-    LLMMarker,
-    LLMResponseEnded,
-    LLMResponseStarted,
     LLMRunRequested,
-    LLMThoughtEnded,
-    LLMThoughtStarted,
-    LLMThoughtText,
     Metric,
     ServiceError,
     SpeechStarted,
@@ -62,10 +52,12 @@ from pipeline.frames import (
 )
 from pipeline.interruptions import InterruptionParams, Verdict
 from pipeline.metrics import Prices, SessionMetrics
+from pipeline.playout_pacing import AudioOutput
 from pipeline.preemptive import PreemptiveReplies, foreseen
 from pipeline.services.llm import FixedText, LLMService
 from pipeline.services.tts import TTSService
-from pipeline.turn_completion import TurnCompletionConfig, TurnCompletionFilter
+from pipeline.task_cancel import cancel_and_wait
+from pipeline.turn_completion import Reprompt, TurnCompletionConfig, TurnCompletionFilter
 from pipeline.turn_merge import TurnMerger
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
@@ -73,27 +65,6 @@ from pipeline.turns.mute import UserMuteStrategy
 
 # How often turn-taking timers are checked when no audio frame arrives to drive them.
 TICK_SECONDS = 0.05
-
-_ASSISTANT_EVENTS: tuple[type[Event], ...] = (
-    LLMResponseStarted,
-    LLMMarker,
-    LLMResponseEnded,
-    BotText,
-    BotResponseEnded,
-    Interruption,
-    LLMThoughtStarted,
-    LLMThoughtText,
-    LLMThoughtEnded,
-    FunctionCallsStarted,
-    FunctionCallInProgress,
-    FunctionCallResult,
-    FunctionCallCancelled,
-    UserTurnStarted,
-    UserTurnStopped,
-    UserTurnDiscarded,
-    BotStartedSpeaking,
-    BotStoppedSpeaking,
-)
 
 
 class Conversation:
@@ -129,7 +100,7 @@ class Conversation:
         self.clock = clock
         self.filter_incomplete_user_turns = filter_incomplete_user_turns
         self.turn_completion = turn_completion or TurnCompletionConfig()
-        self._reprompt: asyncio.TimerHandle | None = None
+        self._reprompt = Reprompt(self._reprompt_user)
         self.events = Emitter()
         self.metrics = SessionMetrics(prices)
         self.turns = UserTurns(
@@ -169,7 +140,7 @@ class Conversation:
         on(BotResponseEnded, lambda _: self.metrics.end_turn())
         # Subscription order matters: the aggregators learn that the user started
         # speaking before the barge-in handler cancels the bot.
-        for event_type in _ASSISTANT_EVENTS:
+        for event_type in AssistantAggregator.EVENTS:
             on(event_type, self.assistant.handle)
         for event_type in (UserTurnStarted, UserTurnStopped, UserTurnDiscarded):
             on(event_type, self.user.handle)
@@ -258,7 +229,7 @@ class Conversation:
     def _start_turn(
         self, llm: LLMService, completion: TurnCompletionFilter | None, audio: bool
     ) -> None:
-        self._cancel_reprompt()
+        self._reprompt.cancel()
         if llm is self.llm:
             for prepare in self.before_llm_run:
                 prepare()
@@ -313,10 +284,7 @@ class Conversation:
         wait = completion.reprompt_after(self.turn_completion) if completion else None
         if wait is not None and not self._run_pending:
             # The user had not finished: say nothing now, nudge them if they stay quiet.
-            seconds, prompt = wait
-            self._reprompt = asyncio.get_running_loop().call_later(
-                seconds, self._reprompt_user, prompt
-            )
+            self._reprompt.schedule(*wait)
         exc = task.exception()
         if exc is not None:
             error = turn_error(exc)
@@ -325,17 +293,11 @@ class Conversation:
             self.feed(BotResponseEnded())
 
     def _reprompt_user(self, prompt: str) -> None:
-        self._reprompt = None
         self.context.add_message({"role": "system", "content": prompt})
         self._on_run_requested(LLMRunRequested("re-prompt"))
 
-    def _cancel_reprompt(self) -> None:
-        if self._reprompt is not None:
-            self._reprompt.cancel()
-            self._reprompt = None
-
     def _on_user_turn_started(self, event: UserTurnStarted) -> None:
-        self._cancel_reprompt()
+        self._reprompt.cancel()
         self._drop_held("a new user turn")
         if event.interrupt and self.bot_active:
             self.merger.barge_in(event.t)
@@ -412,13 +374,9 @@ class Conversation:
 
     async def close(self) -> None:
         """End of the session: stop everything; keep what was said (nothing is lost)."""
-        self._cancel_reprompt()
+        self._reprompt.cancel()
         self._drop_held("the session ended")
-        running = (self._ticker, self._turn, self._summary)
-        tasks: list[asyncio.Task[Any]] = [t for t in running if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait([self._ticker, self._turn, self._summary])
         if self.output is not None:
             self.output.flush()
         self.user.close()

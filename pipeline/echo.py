@@ -31,6 +31,9 @@ from enum import Enum
 import numpy as np
 from pywebrtc_audio import EchoCanceller as AEC3
 
+from pipeline.audio_level import INT16_FULL_SCALE, block_dbfs
+from pipeline.resampling import Decimator
+
 RATE = 16000
 MAX_DELAY = RATE // 2  # echo delays searched: up to 0.5 s
 WINDOW = 2 * RATE  # one check correlates 2 s of microphone audio
@@ -100,13 +103,13 @@ class EchoPathDetector:
 _BLOCK = RATE // 100  # 10 ms envelope blocks
 _EDGE = 5  # blocks searched past MAX_DELAY, so a peak at the edge shows as one
 _AUDIBLE_DB = -45.0
+_SILENCE_DB = -90.0  # what a silent block reads in the envelopes
 
 
 def _envelope(samples: np.ndarray) -> np.ndarray:
     """Log energy (dBFS) of each 10 ms block."""
-    usable = samples.size - samples.size % _BLOCK
-    blocks = samples[:usable].astype(np.float32).reshape(-1, _BLOCK) / 32768.0
-    return 10.0 * np.log10(np.mean(blocks * blocks, axis=1) + 1e-9)
+    scaled = samples.astype(np.float32) / np.float32(INT16_FULL_SCALE)
+    return block_dbfs(scaled, _BLOCK, floor_db=_SILENCE_DB)
 
 
 def _best_lag(heard: np.ndarray, played: np.ndarray, lags: int) -> tuple[float, int]:
@@ -153,30 +156,6 @@ class _Ring:
         return np.concatenate([self._data[self._at :], self._data[: self._at]])
 
 
-class _Decimator:
-    """Integer downsampling of a stream (48 kHz → 16 kHz for the outbound audio): a short
-    windowed-sinc low-pass, then every ``factor``-th sample. Its stopband (~40 dB) is
-    plenty for an echo reference, and per 20 ms frame it costs a fifth of a resampler's
-    round trip through PyAV frames."""
-
-    def __init__(self, factor: int, taps: int = 24) -> None:
-        n = np.arange(taps) - (taps - 1) / 2
-        cutoff = 0.45 / factor  # of the input rate: just below the output's Nyquist
-        h = np.sinc(2 * cutoff * n) * np.hamming(taps)
-        self._h = (h / h.sum()).astype(np.float32)
-        self._factor = factor
-        self._state = np.zeros(taps - 1, np.float32)
-        self._phase = 0  # where, in the next input, the next output sample falls
-
-    def __call__(self, samples: np.ndarray) -> np.ndarray:
-        buffer = np.concatenate([self._state, samples.astype(np.float32)])
-        filtered = np.convolve(buffer, self._h, "valid")
-        self._state = buffer[-self._state.size :]
-        out = filtered[self._phase :: self._factor]
-        self._phase = (self._phase - samples.size) % self._factor
-        return np.clip(np.rint(out), -32768, 32767).astype(np.int16)
-
-
 class EchoCanceller:
     """One session's echo handling: :meth:`played` the outbound audio, :meth:`process`
     the inbound audio (each in the order it goes out and comes in)."""
@@ -185,7 +164,7 @@ class EchoCanceller:
         self.tail = tail
         self.detector = detector or EchoPathDetector()
         self._aec: AEC3 | None = None
-        self._decimators: dict[int, _Decimator] = {}
+        self._decimators: dict[int, Decimator] = {}
         self._far = np.zeros(0, np.int16)  # played, not yet paired with what was heard
         self._active_until = float("-inf")
         # What was heard and what had been played at the same moments, for the detector.
@@ -207,7 +186,7 @@ class EchoCanceller:
                 raise ValueError(f"the played audio's rate must be a multiple of {RATE}")
             decimate = self._decimators.get(sample_rate)
             if decimate is None:
-                decimate = self._decimators[sample_rate] = _Decimator(sample_rate // RATE)
+                decimate = self._decimators[sample_rate] = Decimator(sample_rate // RATE)
             samples = decimate(samples)
         self._far = np.concatenate([self._far, samples])[-MAX_QUEUED:]
         self._active_until = t + self.tail

@@ -26,13 +26,11 @@ Marks are all the output offers, and they fit every state it can be in:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from pipeline.bot_turn import AudioOutput
 
 # Default for PARLEY_TTS_AHEAD_SECONDS. Enough to cover a TTS's time to first audio
 # (hundreds of ms for a cloud voice, more when a shared pool is queued) many times over,
@@ -44,6 +42,18 @@ DEFAULT_TTS_AHEAD = 3.0
 # only after a whole (maybe long) sentence has played.
 SLICE_SECONDS = 0.2
 _EPSILON = 1e-6  # float sums of slice lengths
+
+
+class AudioOutput(Protocol):
+    """The outbound track, as the pipeline sees it."""
+
+    playing: bool  # audio is going out right now
+
+    def write(self, pcm: bytes | np.ndarray, sample_rate: int, text: str | None = None) -> None: ...
+
+    def mark(self, callback: Callable[[], None]) -> None: ...
+
+    def flush(self) -> None: ...
 
 
 class PlayoutPacer:

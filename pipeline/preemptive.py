@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.bot_turn import AudioOutput
 from pipeline.context import LLMContext
 from pipeline.frames import Event, PreemptiveReplyEnded
+from pipeline.playout_pacing import AudioOutput
 
 
 class HeldOutput:
-    """An :class:`~pipeline.bot_turn.AudioOutput` that keeps writes and marks until
+    """An :class:`~pipeline.playout_pacing.AudioOutput` that keeps writes and marks until
     :meth:`release` (then passes them on in order, and everything after), or forgets
     them at :meth:`drop`."""
 

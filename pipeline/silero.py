@@ -6,13 +6,14 @@ Threading: the model is read-only after load and onnxruntime allows concurrent r
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import onnxruntime as ort
+
+from pipeline.model_files import ModelPackage
 
 SAMPLE_RATE = 16000
 WINDOW = 512  # new samples per inference (32 ms)
@@ -21,7 +22,14 @@ STATE_SIZE = 128
 
 MODEL_FILE = "silero_vad.onnx"
 MODEL_BYTES = 2_327_524
-INSTALL_HINT = "pip install --no-deps silero-vad==6.2.3"
+SILERO_VAD = ModelPackage(
+    "silero-vad",
+    "6.2.3",
+    "silero_vad",
+    entry=f"data/{MODEL_FILE}",
+    files=((f"data/{MODEL_FILE}", MODEL_BYTES),),
+    no_deps=True,
+)
 
 # Model variant: silero-vad also ships silero_vad_16k_op15.onnx and
 # silero_vad_op18_ifless.onnx. Measured here (`python -m bench.vad --variants`, 2 cores,
@@ -31,31 +39,14 @@ INSTALL_HINT = "pip install --no-deps silero-vad==6.2.3"
 # the canonical file: the one the package documents and whose size we pin.
 
 
-class ModelFileError(RuntimeError):
-    """The Silero VAD weights are missing or not the file we pinned."""
-
-
 def find_silero_model(package_dir: Path | None = None) -> Path:
-    """Path of ``silero_vad/data/silero_vad.onnx``, checked by size.
+    """Path of ``silero_vad/data/silero_vad.onnx``, checked by size (raises
+    :class:`~pipeline.model_files.ModelFileError`).
 
     ``package_dir`` defaults to the installed ``silero_vad`` package, found without
     importing it (its ``__init__`` imports torch, which we do not install).
     """
-    if package_dir is None:
-        spec = importlib.util.find_spec("silero_vad")
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelFileError(f"the silero_vad package is not installed; run `{INSTALL_HINT}`")
-        package_dir = Path(spec.submodule_search_locations[0])
-    path = package_dir / "data" / MODEL_FILE
-    if not path.is_file():
-        raise ModelFileError(f"{path} is missing; reinstall with `{INSTALL_HINT}`")
-    size = path.stat().st_size
-    if size != MODEL_BYTES:
-        raise ModelFileError(
-            f"{path} is {size:,} bytes, expected {MODEL_BYTES:,} (silero-vad 6.2.3); "
-            f"reinstall with `{INSTALL_HINT}`"
-        )
-    return path
+    return SILERO_VAD.locate(package_dir)
 
 
 class SileroModel:

@@ -25,7 +25,7 @@ import numpy as np
 import onnxruntime as ort
 from faster_whisper.feature_extractor import FeatureExtractor
 
-from pipeline.services.embedded import ModelPackage
+from pipeline.model_files import ModelPackage
 
 SAMPLE_RATE = 16000
 WINDOW_SECONDS = 8
@@ -50,7 +50,7 @@ SMART_TURN = ModelPackage(
 
 def find_smart_turn_model(package_dir: Path | None = None) -> Path:
     """Path of the Smart Turn v3.2 ONNX file, checked by size and SHA-256 (raises
-    :class:`~pipeline.services.embedded.ModelFileError`). ``package_dir`` defaults to
+    :class:`~pipeline.model_files.ModelFileError`). ``package_dir`` defaults to
     the installed ``pipecat`` package, found without importing it (its ``__init__``
     needs dependencies we do not install)."""
     return SMART_TURN.locate(package_dir)

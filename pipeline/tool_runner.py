@@ -39,6 +39,7 @@ from pipeline.frames import (
     FunctionCallResult,
     FunctionCallsStarted,
 )
+from pipeline.task_cancel import cancel_and_wait
 from pipeline.tools import ToolArgumentsError, ToolCall, ToolRegistry, ToolSpec
 
 
@@ -80,10 +81,7 @@ class ToolRunner:
         """Session end: cancel every call and wait for the tasks to finish."""
         self._closed = True
         self._open.clear()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
 
     # -- starting and cancelling ------------------------------------------------------
 

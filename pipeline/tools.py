@@ -40,220 +40,40 @@ from __future__ import annotations
 
 import inspect
 import re
-import typing
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic.fields import FieldInfo
+from pipeline.tool_binding import Binding, ToolArgumentsError, ToolHandler, parse_docstring
+from pipeline.tool_call import ResultSink, ToolCall
+
+# The names other modules import from here: the tool vocabulary lives in one place.
+__all__ = [
+    "DEFAULT_TIMEOUT_SECS",
+    "ReportLevel",
+    "ResultSink",
+    "ToolArgumentsError",
+    "ToolCall",
+    "ToolHandler",
+    "ToolRegistry",
+    "ToolSpec",
+    "parse_docstring",
+    "validate_tool_name",
+]
 
 DEFAULT_TIMEOUT_SECS = 10.0
 
 # OpenAI's rule for function names; other providers accept a subset of it or the same.
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-_CALL_PARAM = "call"
-_SECTION = re.compile(r"(Args|Arguments|Parameters|Returns?|Raises|Yields|Examples?|Notes?):\s*")
-_ARGS = re.compile(r"(Args|Arguments|Parameters):\s*")
-_ARG_LINE = re.compile(r"(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)")
-
-ToolHandler = Callable[..., Awaitable[Any]]
 H = TypeVar("H", bound=ToolHandler)
-# (result, is_final, run_llm) → delivered to the conversation by the runner.
-ResultSink = Callable[[Any, bool, bool | None], None]
 # How much of a call the client is told: nothing but its id, its name, or everything.
 ReportLevel = Literal["none", "name", "full"]
-
-
-class ToolArgumentsError(ValueError):
-    """The LLM's arguments do not fit the tool; the message is meant for the LLM."""
 
 
 def validate_tool_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"invalid tool name {name!r}: must match ^[a-zA-Z0-9_-]{{1,64}}$")
     return name
-
-
-class ToolCall:
-    """One call of a tool, as its handler sees it."""
-
-    def __init__(
-        self,
-        tool_call_id: str,
-        function_name: str,
-        arguments: dict[str, Any],
-        sink: ResultSink,
-        notify: Callable[[Any], None] | None = None,
-    ) -> None:
-        self.tool_call_id = tool_call_id
-        self.function_name = function_name
-        self.arguments = arguments  # as the LLM sent them, before validation
-        self._sink = sink
-        self._notify = notify
-        self._finished = False
-
-    @property
-    def finished(self) -> bool:
-        """The final result has been reported."""
-        return self._finished
-
-    async def result_callback(
-        self, result: Any, *, is_final: bool = True, run_llm: bool | None = None
-    ) -> None:
-        """Report a result: intermediate (``is_final=False``, for async tools) or final.
-        ``run_llm`` overrides whether the LLM answers once it is in the context (only
-        for a truthy result: an empty one never makes it answer)."""
-        if self._finished:
-            return  # one final result per call; late reports would confuse the context
-        self._finished = is_final
-        self._sink(result, is_final, run_llm)
-
-    def send_server_message(self, data: Any) -> None:
-        """Push ``data`` to the client (RTVI ``server-message``), e.g. to show progress.
-        Dropped when nobody listens (no client attached)."""
-        if self._notify is not None:
-            self._notify(data)
-
-
-# -- binding: arguments → handler parameters ------------------------------------------------
-
-
-class _Binding:
-    """Validates arguments with a pydantic model and maps them onto the handler."""
-
-    def __init__(
-        self,
-        model: type[BaseModel],
-        params: dict[str, str],
-        whole: str | None,
-        wants_call: bool,
-    ) -> None:
-        self.model = model
-        self.params = params  # model field → handler parameter
-        self.whole = whole  # the parameter that takes the whole model, if any
-        self.wants_call = wants_call
-
-    @classmethod
-    def of(cls, handler: ToolHandler, docs: Mapping[str, str], require_hints: bool) -> _Binding:
-        name = getattr(handler, "__name__", "tool")
-        try:
-            hints = typing.get_type_hints(handler, include_extras=True)
-        except NameError as exc:
-            raise TypeError(f"tool {name}: cannot resolve type hints ({exc})") from exc
-        wants_call = False
-        var_keyword = False
-        args: list[inspect.Parameter] = []
-        for param in inspect.signature(handler).parameters.values():
-            if param.kind is param.KEYWORD_ONLY and param.name == _CALL_PARAM:
-                wants_call = True
-            elif param.kind is param.VAR_KEYWORD:
-                var_keyword = True
-            elif param.kind in (param.VAR_POSITIONAL, param.POSITIONAL_ONLY):
-                raise TypeError(f"tool {name}: arguments are passed by name, not *args or /")
-            elif param.name not in hints and require_hints:
-                raise TypeError(f"tool {name}: parameter {param.name!r} needs a type hint")
-            else:
-                args.append(param)
-        if len(args) == 1 and not var_keyword:
-            hint = hints.get(args[0].name)
-            if isinstance(hint, type) and issubclass(hint, BaseModel):
-                return cls(hint, {}, args[0].name, wants_call)
-        fields: dict[str, Any] = {}
-        params: dict[str, str] = {}
-        for i, param in enumerate(args):
-            hint = hints.get(param.name, Any)
-            default = ... if param.default is param.empty else param.default
-            # Internal field names with the real name as alias: a tool argument may be
-            # called "json" or "_x" without clashing with BaseModel's own attributes.
-            extra: dict[str, Any] = {}
-            if param.name in docs and not _described(hint):
-                extra["description"] = docs[param.name]  # an explicit None would erase it
-            info = Field(default, alias=param.name, **extra)
-            fields[f"a{i}"] = (hint, info)
-            params[f"a{i}"] = param.name
-        config = ConfigDict(extra="allow" if var_keyword else "forbid")
-        model = create_model(f"{name}_arguments", __config__=config, **fields)
-        return cls(model, params, None, wants_call)
-
-    def schema(self) -> dict[str, Any]:
-        schema = self.model.model_json_schema()
-        return schema if self.whole else _without_titles(schema)
-
-    def bind(self, arguments: Any, call: ToolCall) -> dict[str, Any]:
-        try:
-            validated = self.model.model_validate(arguments)
-        except ValidationError as exc:
-            raise ToolArgumentsError(_describe(exc)) from exc
-        if self.whole:
-            kwargs: dict[str, Any] = {self.whole: validated}
-        else:
-            kwargs = {param: getattr(validated, f) for f, param in self.params.items()}
-            kwargs.update(validated.model_extra or {})
-        if self.wants_call:
-            kwargs[_CALL_PARAM] = call
-        return kwargs
-
-
-def _described(hint: Any) -> bool:
-    """``Annotated[T, Field(description=...)]`` already says what the argument is."""
-    extras = typing.get_args(hint)[1:] if typing.get_origin(hint) is typing.Annotated else ()
-    return any(isinstance(x, FieldInfo) and x.description for x in extras)
-
-
-def _describe(error: ValidationError) -> str:
-    parts = []
-    for e in error.errors(include_url=False):
-        where = ".".join(str(p) for p in e["loc"]) or "arguments"
-        parts.append(f"{where}: {e['msg']}")
-    return "; ".join(parts)
-
-
-def _without_titles(schema: Any) -> Any:
-    """Drop pydantic's generated ``title`` keywords: tokens the LLM gains nothing from.
-    Property names (which may well be "title") and literal values are left alone."""
-    if isinstance(schema, list):
-        return [_without_titles(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title":
-            continue
-        if key in ("properties", "$defs", "patternProperties"):
-            out[key] = {k: _without_titles(v) for k, v in value.items()}
-        elif key in ("default", "enum", "const", "examples"):
-            out[key] = value
-        else:
-            out[key] = _without_titles(value)
-    return out
-
-
-def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """A Google-style docstring's description (the text before its first section) and
-    its ``Args:`` entries, continuation lines joined."""
-    lines = inspect.cleandoc(doc or "").splitlines()
-    sections = [i for i, line in enumerate(lines) if _SECTION.fullmatch(line)]
-    description = " ".join(" ".join(lines[: sections[0] if sections else None]).split())
-    start = next((i for i in sections if _ARGS.fullmatch(lines[i])), None)
-    params: dict[str, str] = {}
-    if start is None:
-        return description, params
-    indent: int | None = None
-    current = ""
-    for line in lines[start + 1 :]:
-        if not line.strip():
-            continue
-        depth = len(line) - len(line.lstrip())
-        if depth == 0:
-            break  # the next section
-        match = _ARG_LINE.fullmatch(line.strip())
-        if match and (indent is None or depth == indent):
-            indent, current = depth, match.group(1)
-            params[current] = match.group(2).strip()
-        elif current:
-            params[current] = f"{params[current]} {line.strip()}".strip()
-    return description, params
 
 
 # -- specs and the registry -------------------------------------------------------------------
@@ -280,7 +100,7 @@ class ToolSpec:
     run_llm: bool | None = None
     client_side: bool = False
     report_level: ReportLevel | None = None
-    _binding: _Binding | None = field(default=None, init=False, repr=False, compare=False)
+    _binding: Binding | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate_tool_name(self.name)
@@ -295,7 +115,7 @@ class ToolSpec:
         if not inspect.iscoroutinefunction(self.handler):
             # Handlers run on the event loop; a blocking one would stall every session.
             raise TypeError(f"tool {self.name}: the handler must be an async def")
-        object.__setattr__(self, "_binding", _Binding.of(self.handler, {}, require_hints=False))
+        object.__setattr__(self, "_binding", Binding.of(self.handler, {}, require_hints=False))
 
     @classmethod
     def from_function(
@@ -313,7 +133,7 @@ class ToolSpec:
         """A spec whose name, description and schema come from ``handler`` unless given."""
         doc_description, docs = parse_docstring(inspect.getdoc(handler))
         if parameters is None:
-            parameters = _Binding.of(handler, docs, require_hints=True).schema()
+            parameters = Binding.of(handler, docs, require_hints=True).schema()
         return cls(
             name=handler.__name__ if name is None else name,
             description=doc_description if description is None else description,

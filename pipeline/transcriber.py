@@ -29,6 +29,7 @@ from loguru import logger
 
 from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
 from pipeline.services.stt import STTService
+from pipeline.task_cancel import cancel_and_wait
 
 SAMPLE_RATE = 16000
 # The ring must reach back past the pre-roll from the moment SpeechStarted arrives: the
@@ -130,10 +131,7 @@ class Transcriber:
         self._closed = True
         self._recording = False
         self._ring.clear()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
 
     # -- recording ------------------------------------------------------------------------
 

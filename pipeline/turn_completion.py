@@ -12,6 +12,8 @@ unanswered, so the LLM reads its own verdicts back and the context keeps alterna
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -134,3 +136,26 @@ class TurnCompletionFilter:
         if self.verdict is Verdict.INCOMPLETE_LONG:
             return config.incomplete_long_timeout, config.incomplete_long_prompt
         return None
+
+
+class Reprompt:
+    """The nudge after an answer the LLM marked incomplete: unless cancelled first (the
+    user speaks, another answer starts), ``run(prompt)`` asks the LLM to re-engage the
+    user once the marker's timeout has passed in silence."""
+
+    def __init__(self, run: Callable[[str], None]) -> None:
+        self._run = run
+        self._timer: asyncio.TimerHandle | None = None
+
+    def schedule(self, seconds: float, prompt: str) -> None:
+        self.cancel()
+        self._timer = asyncio.get_running_loop().call_later(seconds, self._fire, prompt)
+
+    def _fire(self, prompt: str) -> None:
+        self._timer = None
+        self._run(prompt)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

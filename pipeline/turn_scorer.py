@@ -34,6 +34,7 @@ from pipeline.frames import (
 )
 from pipeline.services.workers import WorkerPool
 from pipeline.smart_turn import SAMPLE_RATE, WINDOW, SmartTurnModel
+from pipeline.task_cancel import cancel_and_wait
 
 PRE_ROLL_SECONDS = 0.3
 # The ring holds a little more than the model reads, for the pre-roll.
@@ -158,6 +159,4 @@ class TurnScoring:
         self._emit(TurnEndScore(self._clock(), result.probability, speech_end))
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait([self._task])

@@ -48,14 +48,18 @@ class UICommands(Protocol):
     def send_command(self, command: str, payload: BaseModel | Mapping[str, Any] | None) -> None: ...
 
 
-def ui_tools(ui: UICommands) -> list[ToolSpec]:
-    """The UI tools, bound to ``ui``."""
+class _UITools:
+    """The UI tools' handlers, bound to one session's UI: each public method is one tool,
+    whose name, docstring and signature are what the LLM is shown."""
 
-    def missing(ref: str, clickable: bool = False) -> dict[str, str] | None:
+    def __init__(self, ui: UICommands) -> None:
+        self.ui = ui
+
+    def _missing(self, ref: str, clickable: bool = False) -> dict[str, str] | None:
         """An error for the LLM when ``ref`` is not on screen (None: go ahead)."""
-        if ui.state.snapshot is None:
+        if self.ui.state.snapshot is None:
             return None  # nothing to check against; the client ignores unknown refs
-        node = ui.state.find(ref)
+        node = self.ui.state.find(ref)
         if node is None:
             return {"error": f"no element [{ref}] on screen: use a ref from the <ui_state>"}
         if clickable and "disabled" in (node.state or ()):
@@ -63,7 +67,7 @@ def ui_tools(ui: UICommands) -> list[ToolSpec]:
         return None
 
     async def show_toast(
-        title: str, description: str | None = None, duration_ms: int | None = None
+        self, title: str, description: str | None = None, duration_ms: int | None = None
     ) -> dict[str, Any]:
         """Show a short notification (a toast) on the user's screen.
 
@@ -72,55 +76,55 @@ def ui_tools(ui: UICommands) -> list[ToolSpec]:
             description: Optional body text.
             duration_ms: How long it stays, in milliseconds (default: a few seconds).
         """
-        ui.send_command("toast", Toast(title=title, description=description,
-                                       duration_ms=duration_ms))  # fmt: skip
+        toast = Toast(title=title, description=description, duration_ms=duration_ms)
+        self.ui.send_command("toast", toast)
         return {"shown": "toast", "title": title}
 
-    async def navigate(view: str) -> dict[str, Any]:
+    async def navigate(self, view: str) -> dict[str, Any]:
         """Take the user to a view of the app (a page section, tab or route by its name).
 
         Args:
             view: The view's name: one of the view="..." names in the <ui_state>.
         """
-        ui.send_command("navigate", Navigate(view=view))
+        self.ui.send_command("navigate", Navigate(view=view))
         return {"navigated": view}
 
-    async def highlight_element(ref: str, duration_ms: int | None = None) -> dict[str, Any]:
+    async def highlight_element(self, ref: str, duration_ms: int | None = None) -> dict[str, Any]:
         """Briefly highlight an element on screen so the user sees what you mean.
 
         Args:
             ref: The element's ref from the <ui_state>, e.g. "e12".
             duration_ms: How long the highlight lasts, in milliseconds.
         """
-        if error := missing(ref):
+        if error := self._missing(ref):
             return error
-        ui.send_command("highlight", Highlight(ref=ref, duration_ms=duration_ms))
+        self.ui.send_command("highlight", Highlight(ref=ref, duration_ms=duration_ms))
         return {"highlighted": ref}
 
-    async def focus_element(ref: str) -> dict[str, Any]:
+    async def focus_element(self, ref: str) -> dict[str, Any]:
         """Move the keyboard focus to an element (e.g. a text field).
 
         Args:
             ref: The element's ref from the <ui_state>.
         """
-        if error := missing(ref):
+        if error := self._missing(ref):
             return error
-        ui.send_command("focus", Focus(ref=ref))
+        self.ui.send_command("focus", Focus(ref=ref))
         return {"focused": ref}
 
-    async def click_element(ref: str) -> dict[str, Any]:
+    async def click_element(self, ref: str) -> dict[str, Any]:
         """Click a button, link, checkbox or other control for the user.
 
         Args:
             ref: The element's ref from the <ui_state>.
         """
-        if error := missing(ref, clickable=True):
+        if error := self._missing(ref, clickable=True):
             return error
-        ui.send_command("click", Click(ref=ref))
+        self.ui.send_command("click", Click(ref=ref))
         return {"clicked": ref}
 
     async def select_text(
-        ref: str, start_offset: int | None = None, end_offset: int | None = None
+        self, ref: str, start_offset: int | None = None, end_offset: int | None = None
     ) -> dict[str, Any]:
         """Select text in an element to point the user at it: all of it, or a range.
 
@@ -129,31 +133,35 @@ def ui_tools(ui: UICommands) -> list[ToolSpec]:
             start_offset: First character to select (0-based); omit for all the text.
             end_offset: Character after the last one to select.
         """
-        if error := missing(ref):
+        if error := self._missing(ref):
             return error
         payload = SelectText(ref=ref, start_offset=start_offset, end_offset=end_offset)
-        ui.send_command("select_text", payload)
+        self.ui.send_command("select_text", payload)
         return {"selected": ref}
 
-    async def fill_field(ref: str, value: str) -> dict[str, Any]:
+    async def fill_field(self, ref: str, value: str) -> dict[str, Any]:
         """Type a value into a text field (or choose an option of a list) for the user.
 
         Args:
             ref: The field's ref from the <ui_state>.
             value: The text to put in the field.
         """
-        if error := missing(ref, clickable=True):
+        if error := self._missing(ref, clickable=True):
             return error
-        ui.send_command("set_input_value", SetInputValue(ref=ref, value=value))
+        self.ui.send_command("set_input_value", SetInputValue(ref=ref, value=value))
         return {"filled": ref, "value": value}
 
+
+def ui_tools(ui: UICommands) -> list[ToolSpec]:
+    """The UI tools, bound to ``ui``."""
+    tools = _UITools(ui)
     handlers = (
-        show_toast,
-        navigate,
-        highlight_element,
-        focus_element,
-        click_element,
-        select_text,
-        fill_field,
+        tools.show_toast,
+        tools.navigate,
+        tools.highlight_element,
+        tools.focus_element,
+        tools.click_element,
+        tools.select_text,
+        tools.fill_field,
     )
     return [ToolSpec.from_function(handler) for handler in handlers]

@@ -17,13 +17,13 @@ used by one thread at a time; only
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 
+from pipeline.audio_level import dbfs, level, mean_square
 from pipeline.frames import (
     AudioIdle,
     Event,
@@ -40,6 +40,7 @@ _INT16_SCALE = np.float32(1.0 / 32768.0)
 # Volume scale: 0 at -110 dBFS RMS, 1 at -10 dBFS (see VADParams.min_volume).
 _VOLUME_FLOOR_DB = -110.0
 _VOLUME_RANGE_DB = 100.0
+_SILENCE_DB = -200.0  # what digital silence reads: far below the scale
 # The gate reads an envelope of the level: it rises at once, so the gate never delays the
 # onset (Pipecat's symmetric 0.2 smoothing costs ~5 windows there), and decays by this
 # factor per window, so stop closures inside quiet (-40 dBFS) speech do not close it.
@@ -90,9 +91,8 @@ class VADState(Enum):
 
 def window_volume(samples: np.ndarray) -> float:
     """Loudness 0..1 of float samples in -1..1 (the ``min_volume`` scale)."""
-    mean_square = float(np.dot(samples, samples)) / max(samples.size, 1)
-    db = 10.0 * math.log10(mean_square + 1e-20)
-    return min(1.0, max(0.0, (db - _VOLUME_FLOOR_DB) / _VOLUME_RANGE_DB))
+    db = dbfs(mean_square(samples), floor_db=_SILENCE_DB)
+    return level(db, _VOLUME_FLOOR_DB, _VOLUME_FLOOR_DB + _VOLUME_RANGE_DB)
 
 
 class VADAnalyzer:

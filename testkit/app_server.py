@@ -20,6 +20,7 @@ from server.api.app import create_app
 from server.session.registry import SessionRegistry
 from server.session.session import Session
 from server.settings import Settings
+from testkit.exposition import parse
 from testkit.openai_stub import OpenAIStub
 from testkit.server_process import free_port
 
@@ -43,11 +44,7 @@ class AppServer:
         """The sum of a metric's samples (``name`` may carry labels), 0 when absent."""
         async with httpx.AsyncClient() as http:
             text = (await http.get(f"{self.url}/metrics")).text
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(name) and line[len(name) : len(name) + 1] in (" ", "{", ""):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+        return parse(text).total(name)
 
 
 @asynccontextmanager

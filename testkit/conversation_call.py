@@ -32,6 +32,7 @@ from pipeline.frames import (
 )
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.services.openai_tts import OpenAITTS
+from pipeline.task_cancel import cancel_and_wait
 from pipeline.turns import UserTurnParams
 from pipeline.turns.stop_adaptive import AdaptiveStopParams
 from server.media.outbound_track import PacedAudioTrack
@@ -61,8 +62,7 @@ class Running:
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._sender is not None
-        self._sender.cancel()
-        await asyncio.gather(self._sender, return_exceptions=True)
+        await cancel_and_wait([self._sender])
         await self.conv.close()
 
     async def _send(self) -> None:

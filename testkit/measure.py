@@ -1,9 +1,9 @@
 """What the load benches measure on the side: latency statistics, the pacing of received
-audio, the server's CPU and RSS from /proc, its log's errors, and an optional py-spy run."""
+audio, the server's CPU and RSS (read as the server reads its own), its log's errors, and
+an optional py-spy run."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import threading
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from server.ops.proc import ProcReader
 
 FRAME = 0.020
 GAP = 0.060
@@ -47,39 +49,38 @@ def pacing(intervals: list[float]) -> dict[str, float]:
 
 
 class ProcSampler:
-    """CPU % (of one core) and RSS of a process, from /proc, every ``period`` s, in a thread."""
+    """CPU % (of one core) and RSS of a process every ``period`` s, in a thread; read by
+    :class:`server.ops.proc.ProcReader`, the reader of the server's own figures."""
 
     def __init__(self, pid: int, period: float = 0.5) -> None:
         self.pid = pid
         self.period = period
         self.cpu: list[float] = []
         self.rss_mb: list[float] = []
+        self._reader = ProcReader(pid)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="proc-sampler")
-        self._tick = os.sysconf("SC_CLK_TCK")
 
-    def _cpu_seconds(self) -> float:
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
-
-    def _rss(self) -> float:
-        with open(f"/proc/{self.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
+    def _sample(self) -> tuple[float, float] | None:
+        """CPU seconds and RSS in MB now; None once the process has ended."""
+        figures = self._reader.read()
+        if figures.cpu_seconds is None or figures.rss_bytes is None:
+            return None
+        return figures.cpu_seconds, figures.rss_bytes / 2**20
 
     def _run(self) -> None:
-        try:
-            last_cpu, last_t = self._cpu_seconds(), time.monotonic()
-            while not self._stop.wait(self.period):
-                cpu, now = self._cpu_seconds(), time.monotonic()
-                self.cpu.append(100 * (cpu - last_cpu) / (now - last_t))
-                self.rss_mb.append(self._rss())
-                last_cpu, last_t = cpu, now
-        except (FileNotFoundError, ProcessLookupError):
-            return  # the process ended
+        first = self._sample()
+        if first is None:
+            return
+        (last_cpu, _), last_t = first, time.monotonic()
+        while not self._stop.wait(self.period):
+            sample, now = self._sample(), time.monotonic()
+            if sample is None:
+                return
+            cpu, rss_mb = sample
+            self.cpu.append(100 * (cpu - last_cpu) / (now - last_t))
+            self.rss_mb.append(rss_mb)
+            last_cpu, last_t = cpu, now
 
     def start(self) -> ProcSampler:
         self._thread.start()

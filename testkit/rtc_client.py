@@ -31,6 +31,7 @@ from aiortc import (
 from aiortc.mediastreams import MediaStreamError
 from av import Packet
 
+from pipeline.task_cancel import cancel_and_wait
 from server.media.inbound_audio import InboundAudio, set_jitter_prefetch
 from server.media.opus import OpusEncoder
 from server.rtvi import server_messages
@@ -344,9 +345,7 @@ class RTCTestClient:
             protocol.datagram_received = _drop
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         await self.pc.close()
         await self.http.aclose()
 

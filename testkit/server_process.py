@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -12,6 +11,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from testkit.exposition import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,7 +109,6 @@ class ServerProcess:
 
 def metric(server: ServerProcess, name: str) -> float:
     """The sum of a metric's samples on the server's ``/metrics`` (0 when absent); ``name``
-    may carry labels: ``parley_bot_pauses_total{outcome="resumed"}``."""
-    text = httpx.get(f"{server.url}/metrics", timeout=5).text
-    pattern = rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$"
-    return sum(float(v) for v in re.findall(pattern, text, re.M))
+    may carry labels: ``parley_bot_pauses_total{outcome="resumed"}`` (the samples that have
+    them). Read with prometheus_client's parser (:mod:`testkit.exposition`)."""
+    return parse(httpx.get(f"{server.url}/metrics", timeout=5).text).total(name)

@@ -10,10 +10,10 @@ import wave
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
+from pipeline.resampling import resample
 from pipeline.silero import SAMPLE_RATE
 
 
@@ -23,17 +23,6 @@ def _write_wav(path: Path, samples: np.ndarray, rate: int) -> None:
         out.setsampwidth(2)
         out.setframerate(rate)
         out.writeframes(samples.astype(np.int16).tobytes())
-
-
-def to_48k(samples: np.ndarray, rate: int) -> np.ndarray:
-    """Mono int16 audio resampled to 48 kHz."""
-    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-    frame.sample_rate = rate
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=48000)
-    out = [
-        f.to_ndarray().reshape(-1) for f in [*resampler.resample(frame), *resampler.resample(None)]
-    ]
-    return np.concatenate(out)
 
 
 def make_speech(
@@ -46,8 +35,8 @@ def make_speech(
     raw = folder / f"{name}.raw.wav"
     subprocess.run([espeak, "-s", "160", "-w", str(raw), text], check=True)
     with wave.open(str(raw)) as src:
-        speech = to_48k(np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16),
-                        src.getframerate())  # fmt: skip
+        speech = resample(np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16),
+                          src.getframerate(), 48000)  # fmt: skip
     rate = 48000  # what browsers send; one rate for every file a test client plays
     # espeak pads its clips; trim them so the silences around the speech are exact.
     loud = np.flatnonzero(np.abs(speech.astype(np.int32)) > 300)
@@ -74,11 +63,7 @@ def espeak(text: str) -> np.ndarray:
     with wave.open(io.BytesIO(wav)) as src:
         rate = src.getframerate()
         samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
-    frame = av.AudioFrame.from_ndarray(samples[None, :].copy(), format="s16", layout="mono")
-    frame.sample_rate = rate
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
-    out = [*resampler.resample(frame), *resampler.resample(None)]
-    return np.concatenate([f.to_ndarray()[0] for f in out])
+    return resample(samples, rate, SAMPLE_RATE)
 
 
 @dataclass

@@ -10,30 +10,24 @@ the full sentence (dynamic time warping on log-mel frames), then moved to the qu
 10 ms within 40 ms, so the cut falls in a gap, not inside a phoneme. Whisper's word
 timestamps were tried first and are 100-200 ms off on this speech.
 
-Voices: ``hibari`` (the embedded neural voice) and ``espeak`` (espeak-ng, en-us), and
-``espeak-gb`` (en-gb, a third voice for the bench). Audio is 16 kHz mono int16.
+The voices are :mod:`testkit.voices`'s; :mod:`testkit.clip_ear` hears a clip as an STT
+service would. Audio is 16 kHz mono int16.
 """
 
 from __future__ import annotations
 
-import io
 import re
-import shutil
-import subprocess
-import threading
 import wave
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import av
 import numpy as np
 from faster_whisper.feature_extractor import FeatureExtractor
 
-from pipeline.services.embedded import HIBARI
-from pipeline.services.local_tts import normalise
+from pipeline.resampling import resample
+from testkit.voices import RATE, render
 
-RATE = 16000
 VOICES = ("hibari", "espeak")
 
 # Complete turns: questions and requests, some ending in a word that often dangles
@@ -123,68 +117,6 @@ class TurnClip:
         """What an STT that hears every word right returns for the audio between
         ``start`` and ``end`` (see :func:`perfect_words`)."""
         return perfect_words(self, start, end)
-
-
-# -- voices ---------------------------------------------------------------------------------
-
-
-def _to_16k(samples: np.ndarray, rate: int) -> np.ndarray:
-    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-    frame.sample_rate = rate
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=RATE)
-    out = [*resampler.resample(frame), *resampler.resample(None)]
-    return np.concatenate([f.to_ndarray().reshape(-1) for f in out]).astype(np.int16)
-
-
-def _espeak(text: str, voice: str) -> np.ndarray:
-    binary = shutil.which("espeak-ng")
-    if binary is None:
-        raise RuntimeError(
-            "espeak-ng is missing: `make test` installs it (apt-get install espeak-ng)"
-        )
-    wav = subprocess.run(
-        [binary, "-v", voice, "-s", "160", "--stdout", text], check=True, capture_output=True
-    ).stdout
-    with wave.open(io.BytesIO(wav)) as src:
-        rate = src.getframerate()
-        samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
-    return _to_16k(samples, rate)
-
-
-_hibari_lock = threading.Lock()
-
-
-@cache
-def _hibari_model():
-    from hibari import Hibari
-
-    return Hibari(voice="heart", model=str(HIBARI.locate()), threads=1)
-
-
-def _hibari(text: str) -> np.ndarray:
-    with _hibari_lock:
-        tts = _hibari_model()
-        # A fixed seed: the same clip every run.
-        audio = np.concatenate(list(tts.stream(text, seed=7)))
-    return _to_16k(normalise(audio), tts.sample_rate)
-
-
-def render(text: str, voice: str) -> np.ndarray:
-    """``text`` spoken by ``voice``, trimmed to its sound, 16 kHz int16."""
-    if voice == "hibari":
-        audio = _hibari(text)
-    elif voice == "espeak":
-        audio = _espeak(text, "en-us")
-    elif voice == "espeak-gb":
-        audio = _espeak(text, "en-gb")
-    else:
-        raise ValueError(f"unknown voice {voice!r}")
-    return trim(audio)
-
-
-def trim(audio: np.ndarray, threshold: int = 300) -> np.ndarray:
-    loud = np.flatnonzero(np.abs(audio.astype(np.int32)) > threshold)
-    return audio[loud[0] : loud[-1] + 1] if loud.size else audio
 
 
 # -- cutting --------------------------------------------------------------------------------
@@ -381,59 +313,9 @@ def write_wav(clip: TurnClip, path: Path, lead: float) -> Path:
     """The clip after ``lead`` s of silence, as the 48 kHz mono WAV the test microphone
     (:class:`testkit.rtc_client.TestMicrophone`) plays."""
     samples = np.concatenate([np.zeros(round(lead * RATE), np.int16), clip.audio])
-    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-    frame.sample_rate = RATE
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=48000)
-    out = [*resampler.resample(frame), *resampler.resample(None)]
     with wave.open(str(path), "wb") as wav:
         wav.setnchannels(1)
         wav.setsampwidth(2)
         wav.setframerate(48000)
-        wav.writeframes(np.concatenate([f.to_ndarray().reshape(-1) for f in out]).tobytes())
+        wav.writeframes(resample(samples, RATE, 48000).tobytes())
     return path
-
-
-# -- hearing a clip as an STT service would ----------------------------------------------------
-
-
-def _envelope(audio: np.ndarray) -> np.ndarray:
-    """10 ms log-energy blocks, floored at -60 dB below full scale."""
-    block = RATE // 100
-    usable = audio.size - audio.size % block
-    x = audio[:usable].astype(np.float32).reshape(-1, block) / 32768.0
-    return np.maximum(10 * np.log10(np.mean(x**2, axis=1) + 1e-12), -60.0)
-
-
-def locate(utterance: np.ndarray, audio: np.ndarray) -> tuple[float, float]:
-    """Where ``utterance`` (a piece cut from ``audio``, perhaps with silence around it and
-    after a trip through a codec) lies in ``audio``: (start, end) seconds."""
-    part, whole = _envelope(utterance), _envelope(audio)
-    pad = np.full(part.size, -60.0)
-    padded = np.concatenate([pad, whole, pad])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, part.size)
-    best = int(np.argmin(np.abs(windows - part).mean(axis=1))) - part.size
-    return best * 0.01, (best + part.size) * 0.01
-
-
-class ClipEar:
-    """The OpenAI stub's STT for a bench (``StubConfig.transcriber``): it finds the
-    uploaded utterance in the clip being played and returns the words spoken there, as
-    :func:`perfect_words` does. ``clip`` is set before each clip plays; ``heard`` keeps
-    what it returned."""
-
-    def __init__(self) -> None:
-        self.clip: TurnClip | None = None
-        self.heard: list[str] = []
-
-    def __call__(self, wav: bytes) -> str:
-        clip = self.clip
-        if clip is None:
-            return ""
-        with wave.open(io.BytesIO(wav)) as src:
-            samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
-            rate = src.getframerate()
-        utterance = samples if rate == RATE else _to_16k(samples.copy(), rate)
-        start, end = locate(utterance, clip.audio)
-        text = clip.heard(start, end)
-        self.heard.append(text)
-        return text

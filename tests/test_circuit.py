@@ -14,6 +14,7 @@ from pipeline.services.errors import ServiceBadResponseError, ServiceHTTPError, 
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS
+from pipeline.services.retry import RetryPolicy
 from testkit.openai_stub import Fault, OpenAIStub, openai_stub_fixture  # noqa: F401
 
 CHAT = "/v1/chat/completions"
@@ -157,7 +158,7 @@ async def test_a_closed_stream_is_neither_success_nor_failure(
 async def test_tts_failures_open_its_breaker(openai_stub: OpenAIStub, clock: Clock) -> None:
     breaker = CircuitBreaker("tts", threshold=1, cooldown=30, clock=clock)
     tts = OpenAITTS("m", "alloy", base_url=openai_stub.base_url, api_key="sk-stub",
-                    retries=0, breaker=breaker)  # fmt: skip
+                    retry=RetryPolicy(retries=0), breaker=breaker)  # fmt: skip
     openai_stub.script_tts(Fault.malformed(after=0))
     with pytest.raises(Exception, match="not audio"):
         [c async for c in tts.synthesize("Hello.")]
@@ -173,8 +174,7 @@ async def test_tts_failures_open_its_breaker(openai_stub: OpenAIStub, clock: Clo
 
 
 def stt_at(openai_stub: OpenAIStub, breaker: CircuitBreaker, **kwargs: Any) -> OpenAISTT:
-    kwargs.setdefault("retries", 2)
-    kwargs.setdefault("retry_delay", 0.01)
+    kwargs.setdefault("retry", RetryPolicy(retries=2, base_delay=0.01))
     return OpenAISTT("m", base_url=openai_stub.base_url, api_key="sk-stub", breaker=breaker,
                      **kwargs)  # fmt: skip
 
@@ -202,7 +202,7 @@ async def test_a_sentence_that_failed_after_its_retries_is_one_tts_failure(
 ) -> None:
     breaker = CircuitBreaker("tts", threshold=2, cooldown=30, clock=clock)
     tts = OpenAITTS("m", "alloy", base_url=openai_stub.base_url, api_key="sk-stub",
-                    retries=2, retry_delay=0.01, breaker=breaker)  # fmt: skip
+                    retry=RetryPolicy(retries=2, base_delay=0.01), breaker=breaker)  # fmt: skip
     openai_stub.fail_times("tts", 3, Fault.http(503))
     with pytest.raises(ServiceHTTPError, match="HTTP 503"):
         [c async for c in tts.synthesize("Hello.")]
@@ -244,7 +244,7 @@ async def test_stt_retries_stop_when_other_calls_open_the_breaker(
     openai_stub: OpenAIStub, clock: Clock
 ) -> None:
     breaker = CircuitBreaker("stt", threshold=2, cooldown=30, clock=clock)
-    stt = stt_at(openai_stub, breaker, retries=5, retry_delay=0.3)
+    stt = stt_at(openai_stub, breaker, retry=RetryPolicy(retries=5, base_delay=0.3))
     openai_stub.fail_times("stt", 6, Fault.http(503))
     call = asyncio.create_task(stt.transcribe(np.zeros(3200, np.int16)))
     assert await openai_stub.wait_for(lambda: len(openai_stub.requests(STT)) == 1)

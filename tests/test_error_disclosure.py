@@ -11,7 +11,8 @@ import openai
 import pytest
 from loguru import logger
 
-from pipeline.services.errors import map_error, with_retries
+from pipeline.services.errors import map_error
+from pipeline.services.retry import RetryPolicy
 from testkit.openai_stub import Fault, OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
@@ -78,7 +79,7 @@ async def test_retries_log_each_failure_once(log_lines: list[str]) -> None:
         raise status_error(503, SECRET)
 
     with pytest.raises(Exception) as caught:
-        await with_retries(failing, "stt", retries=1, base_delay=0)
+        await RetryPolicy(retries=1, base_delay=0).call(failing, "stt")
     assert calls == 2 and "SECRET_TOKEN" not in str(caught.value)
     assert sum(SECRET in line for line in log_lines) == 2
 

@@ -13,10 +13,11 @@ import httpx
 import numpy as np
 import pytest
 
+from testkit.clip_ear import ClipEar
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
-from testkit.turn_clips import RATE, ClipEar, TurnClip, complete_clip, write_wav
+from testkit.turn_clips import RATE, TurnClip, complete_clip, write_wav
 
 STORY = (
     "Once upon a time there was a small robot who lived in a lighthouse by the sea. "

@@ -20,10 +20,10 @@ from fastapi.testclient import TestClient
 
 from server.api.app import create_app
 from server.ops.loop_lag import LoopLagMonitor
-from server.ops.prometheus import CONTENT_TYPE
+from server.ops.metrics import CONTENT_TYPE
 from server.settings import Settings
+from testkit.exposition import Scrape, parse
 from testkit.openai_stub import Fault, OpenAIStub
-from testkit.prometheus_text import Metrics, parse
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
@@ -49,7 +49,7 @@ def json_server(started: tuple[ServerProcess, httpx.Response]) -> ServerProcess:
     return server
 
 
-async def scrape(server: ServerProcess) -> Metrics:
+async def scrape(server: ServerProcess) -> Scrape:
     async with httpx.AsyncClient() as http:
         response = await http.get(f"{server.url}/metrics")
     assert response.status_code == 200
@@ -57,7 +57,7 @@ async def scrape(server: ServerProcess) -> Metrics:
     return parse(response.text)
 
 
-def count(metrics: Metrics, name: str, **labels: str) -> float:
+def count(metrics: Scrape, name: str, **labels: str) -> float:
     return metrics.value(name, **labels) or 0.0
 
 

@@ -22,12 +22,12 @@ from pipeline.services.errors import (
     ServiceRateLimitError,
     ServiceTimeoutError,
     ServiceUnreachableError,
-    backoff,
 )
 from pipeline.services.llm import TextDelta, ToolCallRequest, UsageReport
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS, PCMDecoder
+from pipeline.services.retry import RetryPolicy
 from testkit.openai_stub import (
     ChatReply,
     Fault,
@@ -67,7 +67,7 @@ async def make(openai_stub: OpenAIStub) -> AsyncIterator[Callable[..., Any]]:
             kwargs.setdefault("chunk_timeout", 2.0)
         else:
             kwargs.setdefault("timeout", 2.0)
-            kwargs.setdefault("retry_delay", 0.01)
+            kwargs.setdefault("retry", RetryPolicy(retries=2, base_delay=0.01))
         service = cls(*args, **kwargs)
         made.append(service)
         return service
@@ -324,7 +324,7 @@ async def test_stt_retries_on_503_then_succeeds(
     openai_stub: OpenAIStub, make: Callable[..., Any]
 ) -> None:
     openai_stub.fail_times("stt", 2, Fault.http(503))
-    transcript = await make(OpenAISTT, "m", retries=2).transcribe(utterance(0.2))
+    transcript = await make(OpenAISTT, "m").transcribe(utterance(0.2))
     assert transcript.text == "hello world"
     assert len(openai_stub.requests(STT)) == 3
 
@@ -334,7 +334,7 @@ async def test_stt_gives_up_after_its_retries(
 ) -> None:
     openai_stub.fail_times("stt", 5, Fault.http(500))
     with pytest.raises(ServiceHTTPError, match="speech-to-text service failed"):
-        await make(OpenAISTT, "m", retries=2).transcribe(utterance(0.2))
+        await make(OpenAISTT, "m").transcribe(utterance(0.2))
     assert len(openai_stub.requests(STT)) == 3
 
 
@@ -344,19 +344,15 @@ async def test_stt_does_not_retry_client_errors(
 ) -> None:
     openai_stub.fail_times("stt", 1, Fault.http(status))
     with pytest.raises(error, match=f"HTTP {status}"):
-        await make(OpenAISTT, "m", retries=2).transcribe(utterance(0.2))
+        await make(OpenAISTT, "m").transcribe(utterance(0.2))
     assert len(openai_stub.requests(STT)) == 1
 
 
 async def test_stt_timeout_is_retried(openai_stub: OpenAIStub, make: Callable[..., Any]) -> None:
     openai_stub.script_stt(Fault.hang())
-    stt = make(OpenAISTT, "m", timeout=0.3, retries=1)
+    stt = make(OpenAISTT, "m", timeout=0.3, retry=RetryPolicy(retries=1, base_delay=0.01))
     assert (await stt.transcribe(utterance(0.2))).text == "hello world"
     assert len(openai_stub.requests(STT)) == 2
-
-
-def test_retry_backoff_is_short() -> None:
-    assert [backoff(i) for i in range(3)] == [0.2, 0.4, 0.8]
 
 
 # -- TTS ---------------------------------------------------------------------------------------
@@ -388,7 +384,7 @@ def test_pcm_decoder_carries_odd_bytes() -> None:
 
 async def test_tts_retries_before_audio(openai_stub: OpenAIStub, make: Callable[..., Any]) -> None:
     openai_stub.fail_times("tts", 2, Fault.http(503))
-    chunks = [c async for c in make(OpenAITTS, "m", "v", retries=2).synthesize("Hello.")]
+    chunks = [c async for c in make(OpenAITTS, "m", "v").synthesize("Hello.")]
     assert sum(c.size for c in chunks) == openai_stub.tts_samples("Hello.")
     assert len(openai_stub.requests(TTS)) == 3
 
@@ -397,7 +393,7 @@ async def test_tts_does_not_retry_after_audio_started(
     openai_stub: OpenAIStub, make: Callable[..., Any]
 ) -> None:
     openai_stub.script_tts(Fault.cut(after=1))
-    tts = make(OpenAITTS, "m", "v", retries=2)
+    tts = make(OpenAITTS, "m", "v")
     got: list[np.ndarray] = []
     with pytest.raises(ServiceBadResponseError, match=r"text-to-speech .* ended mid-way"):
         async for chunk in tts.synthesize("A sentence long enough for several chunks."):
@@ -409,9 +405,10 @@ async def test_tts_does_not_retry_after_audio_started(
 async def test_tts_does_not_retry_a_bad_key(
     openai_stub: OpenAIStub, make: Callable[..., Any]
 ) -> None:
-    with pytest.raises(ServiceAuthError, match="text-to-speech service rejected the API key"):
+    with pytest.raises(ServiceAuthError, match="text-to-speech service rejected the API key") as e:
         await anext(make(OpenAITTS, "m", "v", api_key="sk-wrong").synthesize("Hi."))
     assert len(openai_stub.requests(TTS)) == 1
+    assert e.value.__cause__ is not e.value  # the SDK's error, not itself (a cause cycle)
 
 
 async def test_tts_aclose_closes_the_request(

@@ -1,21 +1,30 @@
-"""Process figures, and a closed peer connection freed without the cyclic collector."""
+"""Process figures (one /proc reader for /health, /metrics and the benches), and a closed
+peer connection freed without the cyclic collector."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
+import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from server.media.outbound_track import PacedAudioTrack
 from server.media.peer_connection import create_peer_connection, release_peer_connection
 from server.ops.heap import release_memory
-from server.ops.process_stats import process_start_time, process_stats
+from server.ops.metrics import ServerMetrics
+from server.ops.proc import ProcReader
+from server.ops.process_stats import process_stats
 from testkit import rtc_client
+from testkit.exposition import parse
 from testkit.server_process import ServerProcess, metric
 
 
@@ -52,6 +61,52 @@ def test_figures_describe_this_process() -> None:
     assert stats.open_fds >= 3 and stats.threads >= 1
     assert stats.asyncio_tasks == 0  # no event loop running here
     assert set(stats.as_dict()) >= {"rss_bytes", "peer_connections", "peer_connections_open"}
+
+
+def test_open_fds_and_threads_follow_what_the_process_holds() -> None:
+    before = process_stats()
+    read, write = os.pipe()
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        during = process_stats()
+    finally:
+        stop.set()
+        worker.join()
+        os.close(read)
+        os.close(write)
+    assert during.open_fds == before.open_fds + 2, "a pipe is two descriptors"
+    assert during.threads == before.threads + 1
+    assert process_stats().open_fds == before.open_fds
+
+
+def test_health_and_metrics_count_the_same_descriptors_in_process() -> None:
+    metrics = ServerMetrics()
+    stats = process_stats()
+    scraped = parse(metrics.render().decode())
+    assert scraped.value("process_open_fds") == stats.open_fds
+    assert scraped.value("parley_threads") == stats.threads
+    rss = scraped.value("process_resident_memory_bytes") or 0
+    assert abs(rss - stats.rss_bytes) < 8 * 2**20, "read a moment apart, same measure"
+
+
+def test_the_reader_reads_another_process_and_says_when_it_is_gone() -> None:
+    before = time.time()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)
+        figures = ProcReader(child.pid).read()
+        assert figures.cpu_seconds is not None and figures.cpu_seconds >= 0
+        assert figures.rss_bytes is not None and figures.rss_bytes > 2**20
+        assert figures.open_fds is not None and figures.open_fds >= 3  # stdin, out, err
+        assert figures.threads == 1
+        assert figures.start_time is not None and before - 0.05 <= figures.start_time <= time.time()
+    finally:
+        child.kill()
+        child.wait()
+    gone = ProcReader(child.pid).read()
+    assert gone.cpu_seconds is None and gone.open_fds is None and gone.threads is None
 
 
 async def test_a_released_peer_connection_is_freed_by_reference_counting(
@@ -103,10 +158,10 @@ def test_release_memory_frees_cycles_and_keeps_the_heap_usable(no_cyclic_gc: Non
     assert len(bytearray(10 * 2**20)) == 10 * 2**20  # malloc still works after the trim
 
 
-def test_process_start_time_is_when_the_process_began() -> None:
-    started = process_start_time()
-    assert started <= time.time()
-    assert started == process_start_time(), "read once: a process starts once"
+def test_the_start_time_is_one_instant_in_the_past() -> None:
+    started = ProcReader().read().start_time
+    assert started is not None and started <= time.time()
+    assert ProcReader().read().start_time == started, "a process starts once"
 
 
 def test_the_metric_is_the_process_start_not_the_app_start(
@@ -118,3 +173,24 @@ def test_the_metric_is_the_process_start_not_the_app_start(
     # The kernel counts in clock ticks (10 ms) and the launch is timed after Popen returns:
     # the start lies between the two, whereas the app is built only after the imports.
     assert before - 0.05 <= started <= server.launched_at, (before, started, server.launched_at)
+
+
+def test_health_and_metrics_agree_on_a_live_server(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    """Both read through one reader: with no traffic but this one kept-alive connection,
+    /health's open_fds and /metrics' process_open_fds are the same number."""
+    server = start_server()
+    with httpx.Client(base_url=server.url, timeout=5) as http:
+        for _ in range(10):
+            first = http.get("/health").json()["process"]
+            scraped = parse(http.get("/metrics").text)
+            second = http.get("/health").json()["process"]
+            if first["open_fds"] == second["open_fds"]:
+                break  # nothing opened or closed meanwhile: the figures are comparable
+            time.sleep(0.2)
+    assert first["open_fds"] == second["open_fds"], "the server never went quiet"
+    assert scraped.value("process_open_fds") == first["open_fds"]
+    assert scraped.value("parley_threads") == first["threads"]
+    rss = scraped.value("process_resident_memory_bytes") or 0
+    assert abs(rss - first["rss_bytes"]) < 8 * 2**20

@@ -33,8 +33,8 @@ from pipeline.services.llm import ReasoningDelta, TextDelta, UsageReport
 from pipeline.services.openai_llm import OpenAILLM
 from server.rtvi.events import RTVIEvents
 from testkit.conversation_call import Call
+from testkit.exposition import parse
 from testkit.openai_stub import ChatReply, OpenAIStub
-from testkit.prometheus_text import parse
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 

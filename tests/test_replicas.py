@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import ValidationError
 
-from server.session.session import new_id
+from server.session.registry import new_id
 from server.settings import Settings
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess

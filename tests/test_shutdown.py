@@ -15,6 +15,7 @@ import uvicorn
 from server.session.registry import SessionRegistry
 from server.session.shutdown import Drain, GracefulServer
 from server.settings import Settings
+from testkit.exposition import parse
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
@@ -61,8 +62,8 @@ async def test_sigterm_drains_then_closes_the_sessions_left(
             ready = await http.get("/ready")
             assert ready.status_code == 503
             assert "accepting" in ready.json()["detail"]["failing"]
-            metrics = (await http.get("/metrics")).text
-            assert "parley_draining 1" in metrics.splitlines()
+            metrics = parse((await http.get("/metrics")).text)
+            assert metrics.value("parley_draining") == 1
         reply = await client.request("echo", {"still": "served"})
         assert reply["data"]["d"] == {"still": "served"}
 

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline.silero import MODEL_BYTES, ModelFileError, SileroModel, find_silero_model
+from pipeline.model_files import ModelFileError
+from pipeline.silero import MODEL_BYTES, SileroModel, find_silero_model
 
 
 @pytest.fixture(scope="module")

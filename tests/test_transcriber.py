@@ -24,7 +24,8 @@ from pipeline.frames import (
     SpeechStopped,
     Transcription,
 )
-from pipeline.services.embedded import EmbeddedModels, ModelFileError
+from pipeline.model_files import ModelFileError
+from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.stt import Transcript
 from pipeline.transcriber import Transcriber

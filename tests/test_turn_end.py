@@ -12,10 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from testkit.clip_ear import ClipEar
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ROOT, ServerProcess, metric
-from testkit.turn_clips import ClipEar, TurnClip, complete_clip, paused_clip, write_wav
+from testkit.turn_clips import TurnClip, complete_clip, paused_clip, write_wav
 
 LEAD = 0.5
 

@@ -22,7 +22,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, ClassVar
 
 from pipeline import async_tools
 from pipeline.aggregators.text import join_text, now_iso
@@ -77,6 +77,28 @@ def _insert_before(
 
 class AssistantAggregator:
     """Builds assistant messages and drives the function-call lifecycle in the context."""
+
+    # What :meth:`handle` follows; subscribed in this order (the conversation does it).
+    EVENTS: ClassVar[tuple[type[Event], ...]] = (
+        LLMResponseStarted,
+        LLMMarker,
+        LLMResponseEnded,
+        BotText,
+        BotResponseEnded,
+        Interruption,
+        LLMThoughtStarted,
+        LLMThoughtText,
+        LLMThoughtEnded,
+        FunctionCallsStarted,
+        FunctionCallInProgress,
+        FunctionCallResult,
+        FunctionCallCancelled,
+        UserTurnStarted,
+        UserTurnStopped,
+        UserTurnDiscarded,
+        BotStartedSpeaking,
+        BotStoppedSpeaking,
+    )
 
     def __init__(
         self,

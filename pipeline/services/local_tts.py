@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pipeline.audio_level import amplitude, block_mean_squares, mean_square
 from pipeline.services.embedded import EmbeddedModels
 
 if TYPE_CHECKING:
@@ -37,19 +38,13 @@ _BLOCK = SAMPLE_RATE // 50
 _VOICED_DBFS = -45.0
 
 
-def _amplitude(dbfs: float) -> float:
-    return 10.0 ** (dbfs / 20.0)
-
-
 def speech_rms(samples: np.ndarray) -> float:
     """RMS of the voiced 20 ms blocks of float samples (0.0 for silence)."""
-    usable = samples.size - samples.size % _BLOCK
-    if usable == 0:
-        blocks = samples.reshape(1, -1) if samples.size else np.zeros((1, 1), np.float32)
+    if samples.size < _BLOCK:  # a chunk shorter than a block is one block
+        power = np.array([mean_square(samples)])
     else:
-        blocks = samples[:usable].reshape(-1, _BLOCK)
-    power = np.mean(np.square(blocks, dtype=np.float64), axis=1)
-    voiced = power[power > _amplitude(_VOICED_DBFS) ** 2]
+        power = block_mean_squares(samples, _BLOCK)
+    voiced = power[power > amplitude(_VOICED_DBFS) ** 2]
     return math.sqrt(float(voiced.mean())) if voiced.size else 0.0
 
 
@@ -59,11 +54,11 @@ def normalise(samples: np.ndarray) -> np.ndarray:
     samples = np.asarray(samples, dtype=np.float32).reshape(-1)
     rms = speech_rms(samples)
     peak = float(np.max(np.abs(samples))) if samples.size else 0.0
-    gain = _amplitude(MAX_GAIN_DB)
+    gain = amplitude(MAX_GAIN_DB)
     if rms > 0.0:
-        gain = min(gain, _amplitude(TARGET_RMS_DBFS) / rms)
+        gain = min(gain, amplitude(TARGET_RMS_DBFS) / rms)
     if peak > 0.0:
-        gain = min(gain, _amplitude(PEAK_CEILING_DBFS) / peak)
+        gain = min(gain, amplitude(PEAK_CEILING_DBFS) / peak)
     scaled = samples * np.float32(gain * 32767.0)
     return np.clip(np.rint(scaled), -32768, 32767).astype(np.int16)
 

@@ -1,10 +1,11 @@
 """Speech-to-text through an OpenAI-compatible ``/audio/transcriptions`` endpoint.
 
 One utterance per request, sent as a WAV made in memory. A failed request is sent
-again (after 0.2 s, 0.4 s...) only when the error is retryable: connection problems,
-timeouts, 429 and 5xx; never a refused key or a rejected request. ``timeout`` bounds the
-connect and each read of one attempt; ``total_timeout`` (if set) the whole transcription,
-retries included, since a user is waiting for the answer.
+again as ``retry`` (a :class:`~pipeline.services.retry.RetryPolicy`) allows: only when
+the error is retryable (connection problems, timeouts, 429 and 5xx), never for a refused
+key or a rejected request. ``timeout`` bounds the connect and each read of one attempt;
+``total_timeout`` (if set) the whole transcription, retries included, since a user is
+waiting for the answer.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import numpy as np
 import openai
 
 from pipeline.services.circuit import CircuitBreaker
-from pipeline.services.errors import bad_response, map_error, timed_out, with_retries
+from pipeline.services.errors import bad_response, timed_out
 from pipeline.services.openai_client import OpenAIEndpoint
+from pipeline.services.retry import RetryPolicy
 from pipeline.services.stt import Transcript
 
 SERVICE = "stt"
@@ -48,16 +50,14 @@ class OpenAISTT(OpenAIEndpoint):
         api_key: str | None = None,
         language: str | None = None,
         timeout: float = 10.0,
-        retries: int = 2,
-        retry_delay: float = 0.2,
+        retry: RetryPolicy | None = None,
         client: openai.AsyncOpenAI | None = None,
         breaker: CircuitBreaker | None = None,
         total_timeout: float | None = None,
     ) -> None:
         self.model = model
         self.language = language
-        self.retries = retries
-        self.retry_delay = retry_delay
+        self.retry = retry or RetryPolicy()
         self.total_timeout = total_timeout
         super().__init__(
             client, base_url=base_url, api_key=api_key, timeout=timeout, breaker=breaker
@@ -65,20 +65,12 @@ class OpenAISTT(OpenAIEndpoint):
 
     async def transcribe(self, pcm: np.ndarray, sample_rate: int = 16000) -> Transcript:
         audio = wav_bytes(pcm, sample_rate)
-        attempts = 0
 
         async def attempt() -> Transcript:
-            nonlocal attempts
-            if attempts:
-                self.admit_retry()  # others' failures may have opened the breaker meanwhile
-            attempts += 1
             extra = {"language": self.language} if self.language else {}
-            try:
-                result = await self._client.audio.transcriptions.create(
-                    file=("audio.wav", audio, "audio/wav"), model=self.model, **extra
-                )
-            except Exception as exc:
-                raise map_error(exc, SERVICE) from exc
+            result = await self._client.audio.transcriptions.create(
+                file=("audio.wav", audio, "audio/wav"), model=self.model, **extra
+            )
             text = getattr(result, "text", None)
             if not isinstance(text, str):
                 raise bad_response(SERVICE, "the answer had no text")
@@ -88,9 +80,8 @@ class OpenAISTT(OpenAIEndpoint):
         with self.guarded():
             try:
                 async with asyncio.timeout(self.total_timeout):
-                    return await with_retries(
-                        attempt, SERVICE, retries=self.retries, base_delay=self.retry_delay
-                    )
+                    # Others' failures may open the breaker meanwhile: it refuses retries.
+                    return await self.retry.call(attempt, SERVICE, before_retry=self.admit_retry)
             except TimeoutError:
                 # The deadline cut the call: a ServiceError, so it counts as its failure.
                 raise timed_out(SERVICE, f"no transcript within {self.total_timeout:g} s") from None

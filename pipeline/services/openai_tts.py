@@ -2,25 +2,25 @@
 
 Asks for raw PCM (s16le, mono, ``sample_rate`` Hz: 24 kHz for OpenAI) and yields it as
 int16 arrays as the bytes arrive; a sample split across two network chunks is carried
-over. A failure before any audio was yielded is retried (after 0.2 s, 0.4 s...) when
-retryable and ``total_timeout`` (if set) has not passed since the first attempt; once
-audio has gone out a failure raises, since a retry would repeat it. An answer that is not
-audio (a JSON or text body with status 200) is a bad response, not noise to play.
-Closing the iterator early closes the response.
+over. A request that fails before its first audio is sent again as ``retry`` (a
+:class:`~pipeline.services.retry.RetryPolicy`, whose ``deadline`` bounds the time
+before the first audio) allows; once audio has gone out a failure raises, since a retry
+would repeat it. An answer that is not audio (a JSON or text body with status 200) is a
+bad response, not noise to play. Closing the iterator early closes the response.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
 import numpy as np
 import openai
 
 from pipeline.services.circuit import CircuitBreaker
-from pipeline.services.errors import backoff, bad_response, map_error
+from pipeline.services.errors import bad_response, map_error
 from pipeline.services.openai_client import OpenAIEndpoint
+from pipeline.services.retry import RetryPolicy
 
 SERVICE = "tts"
 
@@ -43,7 +43,7 @@ class PCMDecoder:
 
 class OpenAITTS(OpenAIEndpoint):
     """Synthesizes one text per request; ``timeout`` bounds the connect and each read,
-    ``total_timeout`` the time retries may take before the first audio."""
+    ``retry.deadline`` the time retries may take before the first audio."""
 
     def __init__(
         self,
@@ -54,47 +54,42 @@ class OpenAITTS(OpenAIEndpoint):
         api_key: str | None = None,
         sample_rate: int = 24000,
         timeout: float = 10.0,
-        retries: int = 2,
-        retry_delay: float = 0.2,
+        retry: RetryPolicy | None = None,
         client: openai.AsyncOpenAI | None = None,
         breaker: CircuitBreaker | None = None,
-        total_timeout: float | None = None,
     ) -> None:
         self.model = model
         self.voice = voice
         self.sample_rate = sample_rate
-        self.retries = retries
-        self.retry_delay = retry_delay
-        self.total_timeout = total_timeout
+        self.retry = retry or RetryPolicy()
         super().__init__(
             client, base_url=base_url, api_key=api_key, timeout=timeout, breaker=breaker
         )
 
     async def synthesize(self, text: str) -> AsyncIterator[np.ndarray]:
-        attempt = 0
-        started = False
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + (self.total_timeout or float("inf"))
         with self.guarded():  # the sentence, retries included, is one outcome for the breaker
-            while True:
-                if attempt:
-                    self.admit_retry()  # others' failures may have opened the breaker meanwhile
-                try:
-                    async with aclosing(self._attempt(text)) as chunks:
-                        async for pcm in chunks:
-                            started = True
-                            yield pcm
-                    return
-                except Exception as exc:
-                    error = map_error(exc, SERVICE, mid_stream=started)
-                    delay = backoff(attempt, self.retry_delay)
-                    late = loop.time() + delay > give_up
-                    if started or not error.retryable or attempt >= self.retries or late:
-                        raise error from exc
-                await asyncio.sleep(delay)
-                attempt += 1
+            # Retried until the first audio; others' failures may open the breaker meanwhile.
+            chunks, first = await self.retry.call(
+                lambda: self._first_audio(text), SERVICE, before_retry=self.admit_retry
+            )
+            async with aclosing(chunks):
+                if first is not None:
+                    yield first
+                    async for pcm in chunks:
+                        yield pcm
 
-    async def _attempt(self, text: str) -> AsyncIterator[np.ndarray]:
+    async def _first_audio(
+        self, text: str
+    ) -> tuple[AsyncGenerator[np.ndarray, None], np.ndarray | None]:
+        """One request, up to its first audio (None: it had none); the rest to come."""
+        chunks = self._attempt(text)
+        try:
+            return chunks, await anext(chunks, None)
+        except BaseException:
+            await chunks.aclose()
+            raise
+
+    async def _attempt(self, text: str) -> AsyncGenerator[np.ndarray, None]:
         """One request; errors come out as :class:`ServiceError` (for the breaker)."""
         yielded = False
         try:

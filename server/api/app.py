@@ -1,12 +1,8 @@
-"""The ASGI application: routes, error shapes, body limit, and the session lifespan."""
+"""The ASGI application: routes, error shapes, body limit, readiness checks and
+middleware; what lives as long as the server is :mod:`server.api.lifespan`'s."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import gc
-import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -21,19 +17,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pipeline.tools import ToolRegistry
 from server import __version__
 from server.api import auth, health, history, sessions, signalling
+from server.api.lifespan import lifespan
 from server.api.readiness import NotReady, Readiness
 from server.ops.metrics import ServerMetrics, add_metrics
 from server.rtvi.handler import ClientMessages
 from server.session.registry import SessionRegistry
-from server.session.services import Services, build_services
-from server.session.shutdown import Drain, ShutdownHook, run_shutdown_hooks
+from server.session.services import Services
+from server.session.shutdown import ShutdownHook
 from server.settings import Settings, get_settings
-from server.storage.backends import open_store
-from server.storage.retention import keep_purging, purge_expired
-from server.storage.store import (
-    StorageError,
-    TranscriptStore,
-)
+from server.storage.store import TranscriptStore
 
 
 def find_static_dir(configured: Path | None) -> Path | None:
@@ -118,32 +110,6 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     return _error(500, "internal server error")
 
 
-async def _load_models(services: Services) -> None:
-    """Load the embedded models at start-up; a failure is logged and shown by /health."""
-    started = time.monotonic()
-    try:
-        await services.load()
-    except Exception as exc:
-        logger.error("loading the embedded models failed: {}", exc)
-    else:
-        logger.info("models ready in {:.1f} s", time.monotonic() - started)
-        freeze_startup_objects()
-
-
-def freeze_startup_objects() -> None:
-    """Move everything start-up made (libraries, models) out of the cyclic collector's
-    reach: it lives as long as the process, and otherwise every full collection walks it
-    again while sessions wait."""
-    started = time.perf_counter()
-    gc.collect()
-    gc.freeze()
-    logger.info(
-        "froze {} start-up objects in {:.0f} ms",
-        gc.get_freeze_count(),
-        1000 * (time.perf_counter() - started),
-    )
-
-
 def _models_loaded(services: Services, preloading: bool) -> None:
     """Readiness check: every model in use is loaded (unless they load on first use)."""
     if preloading and not services.ready:
@@ -173,60 +139,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ``registry.listeners`` (told of each session's start and end).
     """
     settings = settings or get_settings()
-    readiness = Readiness()  # its checks run after the lifespan has started
     shutdown_hooks: list[ShutdownHook] = []
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = open_store(settings)
-        try:
-            await store.start()
-        except StorageError as exc:
-            logger.error("{}", exc)
-            raise
-        await purge_expired(store, settings.transcript_retention_days)
-        purger = asyncio.create_task(
-            keep_purging(store, settings.transcript_retention_days), name="purge-transcripts"
-        )
-        app.state.store = store
-        services = build_services(settings)
-        for spec in app.state.tools:  # tools the app added (server- or client-side)
-            services.tools.register(spec)
-        registry = SessionRegistry(settings, services, app.state.client_messages, store=store)
-        app.state.registry = registry
-        app.state.services = services
-        app.state.started = time.monotonic()
-        app.state.drain = Drain(registry, settings.shutdown_grace_seconds)
-        metrics: ServerMetrics = app.state.metrics
-        metrics.attach(registry, lambda: services.ready, services.turn_scorer)
-        watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
-        lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
-        loading = asyncio.create_task(_load_models(services), name="load-models")
-        if not settings.preload_models:
-            loading.cancel()
-        logger.info("parley {} ready on {}:{}", __version__, settings.host, settings.port)
-        if app.state.exposure_warning:
-            logger.warning("{}", app.state.exposure_warning)
-        try:
-            yield
-        finally:
-            registry.draining = True
-            watcher.cancel()
-            loading.cancel()
-            purger.cancel()
-            lag.cancel()
-            await asyncio.gather(watcher, loading, purger, lag, return_exceptions=True)
-            await registry.close_all("server shutdown", error="the server is shutting down")
-            await run_shutdown_hooks(shutdown_hooks)
-            await store.close()  # after the sessions: their last turns and ends are written
-            await services.aclose()
-            logger.info("all sessions closed")
-
     app = FastAPI(
         title="Parley",
         version=__version__,
         summary="Realtime voice-agent server: WebRTC signalling, sessions and RTVI.",
-        lifespan=lifespan,
+        lifespan=lifespan(settings, shutdown_hooks),
     )
     # What an app adds before it starts: client-message handlers by ``t`` and tools
     # (e.g. ``ToolSpec(..., client_side=True)``) on top of the built-in ones.
@@ -235,10 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
-    readiness.add("models", lambda: _models_loaded(app.state.services, settings.preload_models))
-    readiness.add("accepting", lambda: _accepting(app.state.registry))
-    readiness.add("storage", lambda: _storage_writable(app.state.store))
-    app.state.readiness = readiness
+    app.state.readiness = _readiness(app, settings)
     app.state.shutdown_hooks = shutdown_hooks
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     add_metrics(app, ServerMetrics())
@@ -253,6 +168,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type"],
             max_age=600,
         )
+    _routes(app, settings)
+    return app
+
+
+def _readiness(app: FastAPI, settings: Settings) -> Readiness:
+    """The checks of ``/ready``; they read what the lifespan put on ``app.state``, so
+    they run only once it has started."""
+    readiness = Readiness()
+    readiness.add("models", lambda: _models_loaded(app.state.services, settings.preload_models))
+    readiness.add("accepting", lambda: _accepting(app.state.registry))
+    readiness.add("storage", lambda: _storage_writable(app.state.store))
+    return readiness
+
+
+def _routes(app: FastAPI, settings: Settings) -> None:
+    """The API's routers, then the browser client at ``/`` (last: it matches any path)."""
     app.include_router(signalling.router)
     app.include_router(health.router)
     app.include_router(sessions.router)
@@ -262,4 +193,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         logger.warning("no static/ folder found: the browser client is not served")
     else:
         app.mount("/", StaticFiles(directory=static_dir, html=True), name="static")
-    return app

@@ -8,7 +8,6 @@ the server is full (the client retries).
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Annotated, Any, Literal
 
 from aiortc.sdp import candidate_from_sdp
@@ -17,9 +16,10 @@ from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field,
 
 from server.api.auth import Owner, owns
 from server.api.client_json import check_depth
+from server.api.retry_after import retry_later, unavailable
 from server.media.channel_signalling import MAX_RECEIVERS
-from server.session.registry import SessionRegistry
-from server.session.session import CapacityError, OfferError
+from server.session.registry import CapacityError, SessionRegistry
+from server.session.session import OfferError
 from server.settings import IceServer
 from server.storage.store import ClientInfo
 
@@ -154,10 +154,8 @@ def check_new_session_rate(registry: SessionRegistry, request: Request) -> None:
     wait = limiter.take(request.client.host if request.client else "unknown")
     if wait > 0:
         per_minute = f"{registry.settings.session_rate_per_minute:g}"
-        raise HTTPException(
-            429,
-            f"too many new sessions from this address (limit {per_minute} per minute)",
-            headers={"Retry-After": str(math.ceil(wait))},
+        raise retry_later(
+            429, f"too many new sessions from this address (limit {per_minute} per minute)", wait
         )
 
 
@@ -186,8 +184,7 @@ async def handle_offer(
         raise HTTPException(404, f"pc_id {body.pc_id!r} does not belong to this session")
     fresh = session is None or body.restart_pc
     if fresh and registry.draining:  # before a restart closes the old peer connection
-        retry = str(registry.settings.retry_after)
-        raise HTTPException(503, "the server is shutting down", headers={"Retry-After": retry})
+        raise unavailable("the server is shutting down", registry.settings)
     if fresh and not (start is not None and start.pc_id is None):
         check_new_session_rate(registry, request)  # a /start's first offer was counted there
     restarted = session.pc_id if session is not None and body.restart_pc else None
@@ -206,8 +203,7 @@ async def handle_offer(
                 owner=owner,
             )
         except CapacityError as exc:
-            retry = str(registry.settings.retry_after)
-            raise HTTPException(503, str(exc), headers={"Retry-After": retry}) from None
+            raise unavailable(str(exc), registry.settings) from None
     assert session is not None
     try:
         async with asyncio.timeout(registry.settings.offer_timeout):
@@ -289,8 +285,7 @@ async def start(
     try:
         record = registry.start(body.app_data(), owner=owner)
     except CapacityError as exc:
-        retry = str(registry.settings.retry_after)
-        raise HTTPException(503, str(exc), headers={"Retry-After": retry}) from None
+        raise unavailable(str(exc), registry.settings) from None
     return StartResponse(
         sessionId=record.session_id, iceConfig=IceConfig(iceServers=registry.settings.ice_servers)
     )

@@ -18,8 +18,10 @@ from typing import Any
 from aiortc import RTCRtpReceiver
 from aiortc.codecs import get_decoder
 from aiortc.jitterbuffer import JitterBuffer
-from av import AudioResampler, CodecContext, Packet
+from av import CodecContext, Packet
 from loguru import logger
+
+from pipeline.resampling import StreamResampler
 
 RATE = 16000
 
@@ -64,7 +66,7 @@ class InboundAudio:
         self._opus.layout = "mono"
         self._opus.sample_rate = 48000
         self._other: Any = None  # aiortc's decoder of another codec (G.711), if chosen
-        self._resampler = AudioResampler(format="s16", layout="mono", rate=RATE)
+        self._resampler = StreamResampler(RATE)
 
     def attach(self, receiver: RTCRtpReceiver) -> None:
         """Take over decoding for ``receiver`` (before or after it has started)."""
@@ -86,19 +88,17 @@ class InboundAudio:
             else:
                 self._other = self._other or get_decoder(codec)
                 decoded = self._other.decode(encoded)
-            frames = [out for frame in decoded for out in self._resampler.resample(frame)]
+            chunks = [pcm for frame in decoded for pcm in self._resampler.resample_frame(frame)]
         except Exception as exc:  # FFmpeg's errors, or a codec aiortc cannot decode
             self.decode_errors += 1
             if self.decode_errors == 1:
                 logger.warning("inbound audio: a frame failed to decode: {!r}", exc)
             return
-        for frame in frames:
-            if frame.samples:
-                pcm = bytes(memoryview(frame.planes[0])[: frame.samples * 2])
-                try:
-                    self.on_frame(pcm)
-                except Exception as exc:
-                    self._failed(exc)
+        for pcm in chunks:
+            try:
+                self.on_frame(pcm)
+            except Exception as exc:
+                self._failed(exc)
 
     def _failed(self, exc: Exception) -> None:
         if self.on_error is None:

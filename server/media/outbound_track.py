@@ -15,9 +15,10 @@ from aiortc import (
     MediaStreamTrack,
 )
 from aiortc.mediastreams import MediaStreamError
-from av import AudioFrame, AudioResampler, Packet
+from av import Packet
 from loguru import logger
 
+from pipeline.resampling import StreamResampler
 from server.media.opus import OpusEncoder
 
 FRAME_SECONDS = 0.02
@@ -73,7 +74,7 @@ class PacedAudioTrack(MediaStreamTrack):
         super().__init__()
         self.listener = listener
         self._queue = bytearray()
-        self._resamplers: dict[int, AudioResampler] = {}
+        self._resampler = StreamResampler(OUT_RATE)
         self._silence = bytes(OUT_FRAME_BYTES)
         self._start: float | None = None
         self._pts = 0
@@ -100,10 +101,7 @@ class PacedAudioTrack(MediaStreamTrack):
         ``text`` starts a new segment (the words this audio speaks); untagged audio
         written right after belongs to the same segment."""
         before = len(self._queue)
-        if sample_rate == OUT_RATE:
-            self._queue += pcm.tobytes() if isinstance(pcm, np.ndarray) else pcm
-        else:
-            self._resample_into_queue(pcm, sample_rate)
+        self._queue += self._resampler.resample(pcm, sample_rate)
         added = len(self._queue) - before
         start = self._queued_total
         if text and added:
@@ -111,19 +109,6 @@ class PacedAudioTrack(MediaStreamTrack):
         elif added and self._segments and self._segments[-1].end == start:
             self._segments[-1].end += added  # untagged audio right after: same segment
         self._queued_total += added
-
-    def _resample_into_queue(self, pcm: bytes | np.ndarray, sample_rate: int) -> None:
-        samples = pcm if isinstance(pcm, np.ndarray) else np.frombuffer(pcm, dtype=np.int16)
-        if samples.size == 0:
-            return
-        frame = AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = sample_rate
-        resampler = self._resamplers.get(sample_rate)
-        if resampler is None:
-            resampler = AudioResampler(format="s16", layout="mono", rate=OUT_RATE)
-            self._resamplers[sample_rate] = resampler
-        for out in resampler.resample(frame):
-            self._queue += memoryview(out.planes[0])[: out.samples * 2]
 
     def mark(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once all audio queued so far has been sent (now, if none is)."""
@@ -154,7 +139,7 @@ class PacedAudioTrack(MediaStreamTrack):
                 self._tell(listener.segment_played, spoken)
         self._queued_total -= len(self._queue)
         self._queue.clear()
-        self._resamplers.clear()
+        self._resampler.reset()
         self._segments.clear()
         self._marks.clear()
         if self.playing:

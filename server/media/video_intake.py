@@ -28,6 +28,7 @@ from typing import Any
 from aiortc import RTCRtpReceiver
 from loguru import logger
 
+from pipeline.task_cancel import cancel_and_wait
 from pipeline.vision_tools import CAMERA, SCREEN, CapturedFrame
 from server.media.video_frames import KeyframeDecoder, Still, is_keyframe
 
@@ -192,10 +193,7 @@ class TrackIntake:
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
 
     def info(self) -> dict[str, Any]:
         latest = self.latest

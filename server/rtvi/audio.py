@@ -8,18 +8,19 @@ noticeably, so a quiet session sends nothing.
 from __future__ import annotations
 
 import base64
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from pipeline.bot_turn import AudioOutput
+from pipeline.audio_level import INT16_FULL_SCALE, dbfs, level, mean_square
+from pipeline.playout_pacing import AudioOutput
 from server.rtvi.server_messages import AudioData, AudioLevelData, build
 
 LEVEL_EVERY_FRAMES = 5  # of 20 ms: 10 Hz
 LEVEL_MIN_CHANGE = 0.05  # what counts as a change worth sending while inactive
 LEVEL_FLOOR_DB = -60.0  # dBFS that maps to 0 (full scale maps to 1)
+SILENCE_DB = -120.0  # what digital silence reads: below the scale, so it maps to 0
 # Largest PCM chunk per bot-tts-audio message (base64 makes it a third larger), well
 # under what any data channel carries in one message.
 TTS_AUDIO_MAX_BYTES = 16000
@@ -29,12 +30,9 @@ Send = Callable[[dict[str, Any]], None]
 
 def audio_level(frame: bytes) -> float:
     """Loudness 0..1 of s16 PCM: dBFS mapped linearly from ``LEVEL_FLOOR_DB`` to 0."""
-    samples = np.frombuffer(frame, dtype=np.int16).astype(np.float32)
-    if samples.size == 0:
-        return 0.0
-    mean_square = float(np.dot(samples, samples)) / samples.size
-    db = 10.0 * math.log10(mean_square / (32768.0 * 32768.0) + 1e-12)
-    return min(1.0, max(0.0, 1.0 - db / LEVEL_FLOOR_DB))
+    samples = np.frombuffer(frame, dtype=np.int16)
+    db = dbfs(mean_square(samples, INT16_FULL_SCALE), floor_db=SILENCE_DB)
+    return level(db, LEVEL_FLOOR_DB)
 
 
 class AudioLevelMeter:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from loguru import logger
@@ -14,12 +16,7 @@ from server.ops.heap import release_memory
 from server.rtvi.handler import ClientMessageHandler
 from server.rtvi.ui_worker import UIEventHandler
 from server.session.services import Services
-from server.session.session import (
-    CapacityError,
-    Session,
-    StartRecord,
-    new_id,
-)
+from server.session.session import Session
 from server.settings import Settings
 from server.storage.store import ClientInfo, TranscriptStore
 
@@ -29,8 +26,30 @@ STARTS_PER_SLOT = 4
 COLLECT_DELAY = 0.5
 
 
+class CapacityError(Exception):
+    """All ``max_sessions`` slots are taken."""
+
+
 class ShuttingDown(CapacityError):
     """The server is draining: it takes no new session (a 503, like a full server)."""
+
+
+@dataclass
+class StartRecord:
+    """A ``POST /start`` session id, waiting for (or bound to) its peer connection."""
+
+    session_id: str
+    request_data: Any
+    created: float = field(default_factory=time.monotonic)
+    pc_id: str | None = None
+    owner: str | None = None
+
+
+def new_id(prefix: str = "") -> str:
+    """An unguessable identifier for sessions and peer connections, after ``prefix.``
+    when given (the replica that owns it; the random part never contains a dot)."""
+    token = secrets.token_urlsafe(16)
+    return f"{prefix}.{token}" if prefix else token
 
 
 class SessionListener(Protocol):

@@ -17,6 +17,7 @@ from pipeline.services.local_tts import LocalTTS
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS
+from pipeline.services.retry import RetryPolicy
 from pipeline.services.stt import STTService
 from pipeline.services.tts import TTSService
 from pipeline.silero import SileroModel
@@ -89,54 +90,7 @@ def build_services(settings: Settings) -> Services:
     embedded = None
     if "local" in (settings.provider("stt"), settings.provider("llm"), settings.provider("tts")):
         embedded = EmbeddedModels.shared()
-    key, url = settings.openai_api_key, settings.openai_base_url
-
-    def breaker(service: str) -> CircuitBreaker:
-        # One per service: each shared by every session, as the service itself is.
-        return CircuitBreaker(
-            service, settings.circuit_failure_threshold, settings.circuit_cooldown
-        )
-
-    stt: STTService = (
-        LocalSTT(embedded)
-        if settings.provider("stt") == "local"
-        else OpenAISTT(
-            settings.stt_model,
-            base_url=url,
-            api_key=key,
-            timeout=settings.stt_timeout,
-            total_timeout=settings.stt_timeout,
-            breaker=breaker("stt"),
-        )
-    )
-    llm: LLMService = (
-        LocalLLM(embedded, max_tokens=settings.llm_token_limit() or 80)
-        if settings.provider("llm") == "local"
-        else OpenAILLM(
-            settings.llm_model,
-            base_url=url,
-            api_key=key,
-            supports_tools=settings.llm_supports_tools,
-            first_token_timeout=settings.llm_timeout,
-            chunk_timeout=settings.llm_timeout,
-            max_tokens=settings.llm_token_limit(),
-            breaker=breaker("llm"),
-            thoughts_in_context=settings.llm_thoughts_in_context,
-        )
-    )
-    tts: TTSService = (
-        LocalTTS(embedded)
-        if settings.provider("tts") == "local"
-        else OpenAITTS(
-            settings.tts_model,
-            settings.tts_voice,
-            base_url=url,
-            api_key=key,
-            timeout=settings.tts_timeout,
-            total_timeout=settings.tts_timeout,
-            breaker=breaker("tts"),
-        )
-    )
+    stt, llm, tts = _stt(settings, embedded), _llm(settings, embedded), _tts(settings, embedded)
     logger.info(
         "models: stt={} llm={} tts={}",
         type(stt).__name__,
@@ -149,6 +103,54 @@ def build_services(settings: Settings) -> Services:
     # Loaded (and its file checked) now: a missing model stops the start, not a turn.
     scorer = TurnScorer() if settings.turn_end == "adaptive" else None
     return Services(stt, llm, tts, tools, embedded, SileroModel.shared(), scorer)
+
+
+def _breaker(settings: Settings, service: str) -> CircuitBreaker:
+    # One per service: each shared by every session, as the service itself is.
+    return CircuitBreaker(service, settings.circuit_failure_threshold, settings.circuit_cooldown)
+
+
+def _stt(settings: Settings, embedded: EmbeddedModels | None) -> STTService:
+    if settings.provider("stt") == "local":
+        return LocalSTT(embedded)
+    return OpenAISTT(
+        settings.stt_model,
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
+        timeout=settings.stt_timeout,
+        total_timeout=settings.stt_timeout,
+        breaker=_breaker(settings, "stt"),
+    )
+
+
+def _llm(settings: Settings, embedded: EmbeddedModels | None) -> LLMService:
+    if settings.provider("llm") == "local":
+        return LocalLLM(embedded, max_tokens=settings.llm_token_limit() or 80)
+    return OpenAILLM(
+        settings.llm_model,
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
+        supports_tools=settings.llm_supports_tools,
+        first_token_timeout=settings.llm_timeout,
+        chunk_timeout=settings.llm_timeout,
+        max_tokens=settings.llm_token_limit(),
+        breaker=_breaker(settings, "llm"),
+        thoughts_in_context=settings.llm_thoughts_in_context,
+    )
+
+
+def _tts(settings: Settings, embedded: EmbeddedModels | None) -> TTSService:
+    if settings.provider("tts") == "local":
+        return LocalTTS(embedded)
+    return OpenAITTS(
+        settings.tts_model,
+        settings.tts_voice,
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
+        timeout=settings.tts_timeout,
+        retry=RetryPolicy(deadline=settings.tts_timeout),
+        breaker=_breaker(settings, "tts"),
+    )
 
 
 def client_tool_spec(definition: ClientToolDefinition, default_timeout: float) -> ToolSpec:

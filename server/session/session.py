@@ -1,4 +1,5 @@
-"""One session per peer connection, and the registry that owns them all.
+"""One call: its peer connection, data channel, voice pipeline and RTVI, and every task it
+starts (the registry of all calls is :mod:`server.session.registry`).
 
 A session owns every task it starts; closing it (hang-up, DELETE, a failed peer, lost
 liveness, shutdown) cancels and awaits them, closes the peer connection and removes it
@@ -10,10 +11,8 @@ Our handlers that aiortc calls (media, data channel, playout) report what they r
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -21,6 +20,7 @@ from typing import Any, ClassVar
 from aiortc import RTCRtpReceiver, RTCSessionDescription
 from loguru import logger
 
+from pipeline.task_cancel import cancel_and_wait
 from server.api.rate_limit import TokenBucket
 from server.media import channel_signalling
 from server.media.data_channel import ChatChannel
@@ -51,23 +51,8 @@ class SessionState(StrEnum):
     CLOSED = "closed"
 
 
-class CapacityError(Exception):
-    """All ``max_sessions`` slots are taken."""
-
-
 class OfferError(Exception):
     """The client's offer could not be applied (bad SDP, closed session)."""
-
-
-@dataclass
-class StartRecord:
-    """A ``POST /start`` session id, waiting for (or bound to) its peer connection."""
-
-    session_id: str
-    request_data: Any
-    created: float = field(default_factory=time.monotonic)
-    pc_id: str | None = None
-    owner: str | None = None
 
 
 def _iso(wall: float) -> str:
@@ -108,10 +93,28 @@ class Session:
         self.track_status: dict[str, bool] = {}
         self.candidates_added = 0
         self.faults = SessionFaults(pc_id)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._inbound: dict[RTCRtpReceiver, InboundAudio] = {}
+        self._negotiating = asyncio.Lock()
+        self._close_task: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+        self._on_closed = on_closed
+        self._connect(settings, handlers)
+        self._start_pipeline(settings, services, ui_event_handlers)
+        self.record: SessionRecorder | None = None
+        if store is not None:
+            record = self.record = SessionRecorder(store, pc_id, start_id, client)
+            record.observe(self.voice.conversation)
+            self.rtvi.error_listeners.append(lambda exc: record.rejected(exc.reason, exc.error))
+        if settings.max_session_seconds > 0:
+            self.spawn(self._expire_after(settings.max_session_seconds), "max-duration")
 
+    def _connect(self, settings: Settings, handlers: dict[str, ClientMessageHandler]) -> None:
+        """The transport: peer connection, outbound track, data channel, RTVI handler."""
         self.pc = create_peer_connection(settings.ice_servers)
         self._jitter_frames = settings.audio_jitter_frames
         self.outbound = PacedAudioTrack()
+        self.outbound.on_error = lambda exc: self.faults.report("playout", exc)
         self.channel = ChatChannel(
             on_alive=self.touch,
             on_signalling=self._on_signalling,
@@ -123,6 +126,16 @@ class Session:
         )
         self.rtvi = RTVIHandler(self, handlers, max_text_chars=settings.max_text_chars)
         self.rtvi.on_fault = self.faults.report
+        self.pc.on("datachannel", self.channel.attach)
+        self.pc.on("connectionstatechange", self._on_connection_state)
+
+    def _start_pipeline(
+        self,
+        settings: Settings,
+        services: Services,
+        ui_event_handlers: Mapping[str, UIEventHandler] | None,
+    ) -> None:
+        """The UI worker, the video intake and the voice pipeline, started."""
         self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, ui_event_handlers)
         # The camera and screen tracks, received only for an LLM that can see them.
         self.video = VideoIntake(settings.vision_image_size) if settings.llm_vision else None
@@ -132,28 +145,11 @@ class Session:
         self.voice.conversation.events.on_error = self._event_handler_failed
         self.voice.on_fault = self.faults.report
         self.voice.on_end_call = self.request_close  # an idle user (PARLEY_USER_IDLE_TIMEOUT)
-        self.outbound.on_error = lambda exc: self.faults.report("playout", exc)
         self.system_log: SystemLogForwarder | None = None
         if settings.rtvi_system_log != "off":
-            self.system_log = SystemLogForwarder(pc_id, self.send, settings.rtvi_system_log)
-        with session_context(pc_id):  # the pipeline's tasks log as this session's
+            self.system_log = SystemLogForwarder(self.pc_id, self.send, settings.rtvi_system_log)
+        with session_context(self.pc_id):  # the pipeline's tasks log as this session's
             self.voice.start()
-        self.record: SessionRecorder | None = None
-        if store is not None:
-            record = self.record = SessionRecorder(store, pc_id, start_id, client)
-            record.observe(self.voice.conversation)
-            self.rtvi.error_listeners.append(lambda exc: record.rejected(exc.reason, exc.error))
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._inbound: dict[RTCRtpReceiver, InboundAudio] = {}
-        self._negotiating = asyncio.Lock()
-        self._close_task: asyncio.Task[None] | None = None
-        self.closed = asyncio.Event()
-        self._on_closed = on_closed
-
-        self.pc.on("datachannel", self.channel.attach)
-        self.pc.on("connectionstatechange", self._on_connection_state)
-        if settings.max_session_seconds > 0:
-            self.spawn(self._expire_after(settings.max_session_seconds), "max-duration")
 
     # -- negotiation --------------------------------------------------------------
 
@@ -373,10 +369,7 @@ class Session:
             await asyncio.sleep(0.05)  # let SCTP send it before the transport goes
 
     async def _end_tasks(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
 
     # -- reporting --------------------------------------------------------------------
 
@@ -401,10 +394,3 @@ class Session:
             "video": self.video.info() if self.video is not None else None,
             "ui": self.ui.info(),
         }
-
-
-def new_id(prefix: str = "") -> str:
-    """An unguessable identifier for sessions and peer connections, after ``prefix.``
-    when given (the replica that owns it; the random part never contains a dot)."""
-    token = secrets.token_urlsafe(16)
-    return f"{prefix}.{token}" if prefix else token

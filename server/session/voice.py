@@ -17,8 +17,7 @@ from loguru import logger
 
 from pipeline.client_tools import ClientToolCalls, ClientToolError
 from pipeline.context import LLMContext
-from pipeline.context_budget import ContextBudget, ContextBudgetParams
-from pipeline.conversation import Conversation
+from pipeline.context_budget import ContextBudget
 from pipeline.echo import EchoCanceller
 from pipeline.frames import (
     BotPaused,
@@ -32,27 +31,31 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
-from pipeline.idle_check_ins import IdleCheckInParams, IdleCheckIns
+from pipeline.idle_check_ins import IdleCheckIns
 from pipeline.image_results import ToolImages
-from pipeline.interruptions import InterruptionParams
 from pipeline.messages import AssistantMessage, UserMessage
-from pipeline.metrics import Prices
+from pipeline.task_cancel import cancel_and_wait
 from pipeline.tool_runner import ToolRunner
+from pipeline.tools import ToolRegistry
 from pipeline.transcriber import Transcriber
-from pipeline.turn_completion import TurnCompletionConfig, strip_markers
+from pipeline.turn_completion import strip_markers
 from pipeline.turn_scorer import TurnScoring
-from pipeline.turns import UserTurnParams
-from pipeline.turns.mute_names import mute_strategies
-from pipeline.turns.stop_adaptive import AdaptiveStopParams
-from pipeline.vad import VADAnalyzer, VADParams, VADState
+from pipeline.vad import VADState
 from pipeline.vad_batcher import VADBatcher
 from pipeline.vision import VisionContext, VisionParams
-from pipeline.vision_tools import FrameSource, vision_tools
+from pipeline.vision_tools import FrameSource
 from server.media.outbound_track import OUT_RATE, PacedAudioTrack
 from server.rtvi.audio import AudioLevelMeter, TTSAudioTap
 from server.rtvi.events import FunctionCallReporting, RTVIEvents
-from server.rtvi.ui_worker import SessionTools, UIWorker
+from server.rtvi.ui_worker import UIWorker
 from server.session.services import Services
+from server.session.voice_parts import (
+    call_tools,
+    context_budget_params,
+    idle_check_in_params,
+    new_conversation,
+    new_vad,
+)
 from server.settings import Settings
 
 # How often a session checks for audio that stopped arriving mid-speech.
@@ -62,25 +65,6 @@ IDLE_CHECK_SECONDS = 0.25
 def _tell_all(listeners: list[Callable[[bytes], None]], frame: bytes) -> None:
     for tell in listeners:
         tell(frame)
-
-
-def turn_params(settings: Settings) -> UserTurnParams:
-    """How user turns start and end, from the settings."""
-    return UserTurnParams(
-        user_turn_stop_timeout=settings.user_turn_stop_timeout,
-        user_speech_timeout=settings.user_speech_timeout,
-        min_words=settings.min_words_to_interrupt,
-        user_idle_timeout=settings.user_idle_timeout,
-        turn_end=settings.turn_end,
-        adaptive=AdaptiveStopParams(
-            confident=settings.turn_end_confident,
-            doubtful=settings.turn_end_doubtful,
-            question_wait=settings.turn_end_question_wait,
-            statement_wait=settings.turn_end_statement_wait,
-            max_wait=settings.turn_end_max_wait,
-            score_timeout=settings.turn_end_score_timeout,
-        ),
-    )
 
 
 class VoiceSession:
@@ -98,63 +82,57 @@ class VoiceSession:
         self.settings = settings
         # Told what a VAD event's handler raised (the session counts it); None: raise.
         self.on_fault: Callable[[str, Exception], None] | None = None
-        can_call = services.llm.supports_tools
-        tools = services.tools if settings.tools_enabled and can_call else None
-        if video is not None and can_call:  # look_at_camera/look_at_screen, bound to this call
-            tools = SessionTools(tools)
-            for spec in vision_tools(video):
-                if spec.name not in tools:  # an app's own tool of that name wins
-                    tools.register(spec)
-        if ui is not None:
-            tools = ui.tool_registry(tools, can_call)  # plus the UI tools, bound to this call
+        # Ends the call (the session sets it): an idle user who never answered.
+        self.on_end_call: Callable[[str], None] | None = None
+        tools = call_tools(services, settings, ui, video)
         self.context = LLMContext(
             [{"role": "system", "content": settings.system_prompt}],
             tools=tools.openai_tools() if tools else None,
         )
-        params = turn_params(settings)
-        prices = Prices(input=settings.llm_price_input, output=settings.llm_price_output)
         # With bot-tts-audio on, the pipeline writes through a tap that also sends it.
         pipeline_output = TTSAudioTap(output, send) if settings.rtvi_bot_tts_audio else output
-        adaptive = settings.turn_end == "adaptive"
-        self.conversation = Conversation(
-            self.context,
-            services.llm,
-            services.tts,
-            pipeline_output,
-            params,
-            prices=prices,
-            preemptive=adaptive and settings.preemptive_replies,
-            merge_window=settings.turn_merge_window,
-            interruptions=InterruptionParams(
-                backchannels=tuple(settings.backchannels),
-                max_backchannel_seconds=settings.max_backchannel_seconds,
-                false_interruption_timeout=settings.false_interruption_timeout,
-            ),
-            pause_on_interruption=settings.pause_on_interruption,
-            tts_ahead=settings.tts_ahead_seconds,
-            mute_strategies=mute_strategies(settings.user_mute),
-            filter_incomplete_user_turns=settings.turn_completion,
-            turn_completion=TurnCompletionConfig(
-                incomplete_short_timeout=settings.turn_completion_short_timeout,
-                incomplete_long_timeout=settings.turn_completion_long_timeout,
-            ),
-        )
+        self.conversation = new_conversation(self.context, services, settings, pipeline_output)
         output.listener = self.conversation
-        # The end-of-turn model hears the turn at every pause (shared scorer, off the loop).
-        self.turn_scoring: TurnScoring | None = None
-        if adaptive and services.turn_scorer is not None:
-            self.turn_scoring = TurnScoring(services.turn_scorer, self.conversation.feed)
-            for kind in (UserTurnStarted, UserTurnStopped):
-                self.conversation.events.on(kind, self.turn_scoring.handle)
-        # The bot's own voice, cancelled in the user's audio with what was played.
-        self.echo = EchoCanceller() if settings.echo_cancellation else None
+        # Every handler below subscribes to the conversation's events in this order, after
+        # the conversation's own: the order they hear each event in.
+        self.turn_scoring = self._turn_scoring(services, settings)
+        self.echo, self.user_level = self._playout_taps(settings, output, send)
+        self.vad = new_vad(settings, services)
+        self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed)
+        self.images, self.vision = self._pictures(settings, video)
+        self.tools, self.client_tools = self._tool_calls(settings, tools, ui)
+        self.rtvi = self._rtvi_events(settings, tools, send)
+        self._context_limits(services, settings)
+        idle = idle_check_in_params(settings)
+        self.idle = IdleCheckIns(self.conversation, idle, self._end_call) if idle else None
+        # Whether the utterance in progress began while the user was muted: then it is
+        # ignored whole, even where it goes on after mute ended (never a turn).
+        self._muted_utterance = False
+        self._idle_check: asyncio.Task[None] | None = None
+        self._vad_batcher: VADBatcher | None = None
+
+    def _turn_scoring(self, services: Services, settings: Settings) -> TurnScoring | None:
+        """The end-of-turn model hears the turn at every pause (shared scorer, off the loop)."""
+        if settings.turn_end != "adaptive" or services.turn_scorer is None:
+            return None
+        scoring = TurnScoring(services.turn_scorer, self.conversation.feed)
+        for kind in (UserTurnStarted, UserTurnStopped):
+            self.conversation.events.on(kind, scoring.handle)
+        return scoring
+
+    def _playout_taps(
+        self, settings: Settings, output: PacedAudioTrack, send: Callable[[dict[str, Any]], None]
+    ) -> tuple[EchoCanceller | None, AudioLevelMeter | None]:
+        """What hears each frame the track plays: the echo canceller (the bot's own voice,
+        cancelled in the user's audio with what was played as reference) and the bot's
+        level meter. Returns the canceller and the user's level meter."""
+        echo = EchoCanceller() if settings.echo_cancellation else None
         sent: list[Callable[[bytes], None]] = []
-        if self.echo is not None:
-            echo = self.echo
+        if echo is not None:
             sent.append(lambda frame: echo.played(frame, OUT_RATE, time.monotonic()))
-        self.user_level: AudioLevelMeter | None = None
+        user_level: AudioLevelMeter | None = None
         if settings.rtvi_audio_levels:
-            self.user_level = AudioLevelMeter("user-audio-level", send)
+            user_level = AudioLevelMeter("user-audio-level", send)
             bot_level = AudioLevelMeter("bot-audio-level", send)
             sent.append(lambda frame: bot_level.push(frame, active=True))
             # Playout ended, was flushed by a barge-in or paused: level 0, once.
@@ -162,74 +140,64 @@ class VoiceSession:
                 self.conversation.events.on(kind, lambda _: bot_level.silence())
         if sent:
             output.on_frame_sent = lambda frame: _tell_all(sent, frame)
-        self.vad = VADAnalyzer(
-            VADParams(
-                confidence=settings.vad_confidence,
-                start_secs=settings.vad_start_secs,
-                stop_secs=settings.vad_stop_secs,
-            ),
-            model=services.vad,
-        )
-        self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed)
-        # Pictures: tools' (pipeline/image_results.py), the video's (pipeline/vision.py).
-        self.images = ToolImages(self.context, enabled=settings.llm_vision)
-        self.images.attach(self.conversation.events)
-        self.vision: VisionContext | None = None
-        if video is not None:
-            seeing = VisionParams(settings.vision_every_turn, settings.vision_max_images)
-            self.vision = VisionContext(self.context, video, seeing)
-            self.vision.attach(self.conversation)
+        return echo, user_level
+
+    def _pictures(
+        self, settings: Settings, video: FrameSource | None
+    ) -> tuple[ToolImages, VisionContext | None]:
+        """Pictures: tools' (pipeline/image_results.py), the video's (pipeline/vision.py)."""
+        images = ToolImages(self.context, enabled=settings.llm_vision)
+        images.attach(self.conversation.events)
+        if video is None:
+            return images, None
+        seeing = VisionParams(settings.vision_every_turn, settings.vision_max_images)
+        vision = VisionContext(self.context, video, seeing)
+        vision.attach(self.conversation)
+        return images, vision
+
+    def _tool_calls(
+        self, settings: Settings, tools: ToolRegistry | None, ui: UIWorker | None
+    ) -> tuple[ToolRunner | None, ClientToolCalls | None]:
+        """The runner of server-side tools and the calls waiting for the client."""
+        runner: ToolRunner | None = None
         # ``is not None``: the UI worker's registry may start empty and get the UI tools later.
-        tool_feed = self.images.feed(self.conversation.feed)
-        self.tools = ToolRunner(tools, tool_feed) if tools is not None else None
-        if ui is not None:
-            ui.attach(self.context, self.conversation, self.tools, tools)
-        if self.tools is not None:
-            self.tools.attach(self.conversation.events)
-        self.client_tools: ClientToolCalls | None = None
         if tools is not None:
-            self.client_tools = ClientToolCalls(
-                tools, self.conversation.feed, settings.client_tool_timeout
-            )
-            self.client_tools.attach(self.conversation.events)
+            runner = ToolRunner(tools, self.images.feed(self.conversation.feed))
+        if ui is not None:
+            ui.attach(self.context, self.conversation, runner, tools)
+        if runner is not None:
+            runner.attach(self.conversation.events)
+        if tools is None:
+            return runner, None
+        client = ClientToolCalls(tools, self.conversation.feed, settings.client_tool_timeout)
+        client.attach(self.conversation.events)
+        return runner, client
+
+    def _rtvi_events(
+        self,
+        settings: Settings,
+        tools: ToolRegistry | None,
+        send: Callable[[dict[str, Any]], None],
+    ) -> RTVIEvents:
+        """The conversation's events, told to the client as RTVI messages."""
         reporting = FunctionCallReporting(
             settings.function_call_report_level,
             settings.function_call_report_levels,
             tools,
             legacy=settings.rtvi_legacy_function_call,
         )
-        self.rtvi = RTVIEvents(send, reporting, thoughts=settings.rtvi_bot_llm_thoughts)
-        self.rtvi.subscribe(self.conversation.events)
-        self._context_limits(services, settings)
-        # Ends the call (the session sets it): an idle user who never answered.
-        self.on_end_call: Callable[[str], None] | None = None
-        self.idle: IdleCheckIns | None = None
-        if settings.user_idle_timeout > 0:
-            idle = IdleCheckInParams(
-                timeout=settings.user_idle_timeout,
-                prompt=settings.user_idle_prompt,
-                check_ins=settings.user_idle_check_ins,
-                end_call=settings.user_idle_end_call,
-                goodbye=settings.user_idle_goodbye,
-            )
-            self.idle = IdleCheckIns(self.conversation, idle, self._end_call)
-        # Whether the utterance in progress began while the user was muted: then it is
-        # ignored whole, even where it goes on after mute ended (never a turn).
-        self._muted_utterance = False
-        self._idle_check: asyncio.Task[None] | None = None
-        self._vad_batcher: VADBatcher | None = None
+        rtvi = RTVIEvents(send, reporting, thoughts=settings.rtvi_bot_llm_thoughts)
+        rtvi.subscribe(self.conversation.events)
+        return rtvi
 
     def _context_limits(self, services: Services, settings: Settings) -> None:
         """Summaries and the token limit; the limit's hook runs after every other one
         (the UI state, the camera's picture), so it counts what they add."""
-        params = ContextBudgetParams(
-            max_tokens=settings.context_max_tokens,
-            summarize=settings.summarizes_context(),
-            summary_max_tokens=settings.context_summary_max_tokens,
-            summary_timeout=3 * settings.llm_timeout,
-        )
         self.context_budget = ContextBudget(
-            self.context, services.llm, self.conversation.events.emit, params
+            self.context,
+            services.llm,
+            self.conversation.events.emit,
+            context_budget_params(settings),
         )
         self.conversation.before_llm_run.append(self.context_budget.before_llm_run)
         self.conversation.events.on(BotResponseEnded, self.context_budget.answer_ended)
@@ -367,9 +335,7 @@ class VoiceSession:
         """Stop every task; what was said stays in the context."""
         if self._vad_batcher is not None:
             self._vad_batcher.unregister(self.vad)
-        if self._idle_check is not None:
-            self._idle_check.cancel()
-            await asyncio.gather(self._idle_check, return_exceptions=True)
+        await cancel_and_wait([self._idle_check])
         await self.transcriber.close()
         if self.idle is not None:
             self.idle.close()

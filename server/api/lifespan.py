@@ -1,0 +1,114 @@
+"""What lives as long as the server: the transcript store, the model services, the session
+registry and its drain, and the background tasks (liveness, loop lag, model loading,
+transcript purge). Started before the first request; at shutdown stopped in the reverse
+order of need: no new sessions, the sessions closed (their last turns written), then the
+store and the models.
+
+Everything built here is published on ``app.state`` (``store``, ``services``,
+``registry``, ``drain``, ``started``) for the routes and the readiness checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI
+from loguru import logger
+
+from pipeline.task_cancel import cancel_and_wait
+from server import __version__
+from server.ops.metrics import ServerMetrics
+from server.session.registry import SessionRegistry
+from server.session.services import Services, build_services
+from server.session.shutdown import Drain, ShutdownHook, run_shutdown_hooks
+from server.settings import Settings
+from server.storage.backends import open_store
+from server.storage.retention import keep_purging, purge_expired
+from server.storage.store import StorageError, TranscriptStore
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def lifespan(settings: Settings, shutdown_hooks: list[ShutdownHook]) -> Lifespan:
+    """The app's lifespan; ``shutdown_hooks`` run after every session has closed."""
+
+    @contextlib.asynccontextmanager
+    async def run(app: FastAPI) -> AsyncIterator[None]:
+        store = await _open_store(settings)
+        purger = asyncio.create_task(
+            keep_purging(store, settings.transcript_retention_days), name="purge-transcripts"
+        )
+        app.state.store = store
+        services = build_services(settings)
+        for spec in app.state.tools:  # tools the app added (server- or client-side)
+            services.tools.register(spec)
+        registry = SessionRegistry(settings, services, app.state.client_messages, store=store)
+        app.state.registry = registry
+        app.state.services = services
+        app.state.started = time.monotonic()
+        app.state.drain = Drain(registry, settings.shutdown_grace_seconds)
+        metrics: ServerMetrics = app.state.metrics
+        metrics.attach(registry, lambda: services.ready, services.turn_scorer)
+        watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
+        lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
+        loading = asyncio.create_task(_load_models(services), name="load-models")
+        if not settings.preload_models:
+            loading.cancel()
+        logger.info("parley {} ready on {}:{}", __version__, settings.host, settings.port)
+        if app.state.exposure_warning:
+            logger.warning("{}", app.state.exposure_warning)
+        try:
+            yield
+        finally:
+            registry.draining = True
+            await cancel_and_wait([watcher, loading, purger, lag])
+            await registry.close_all("server shutdown", error="the server is shutting down")
+            await run_shutdown_hooks(shutdown_hooks)
+            await store.close()  # after the sessions: their last turns and ends are written
+            await services.aclose()
+            logger.info("all sessions closed")
+
+    return run
+
+
+async def _open_store(settings: Settings) -> TranscriptStore:
+    """The transcript store, opened, with records past their retention deleted."""
+    store = open_store(settings)
+    try:
+        await store.start()
+    except StorageError as exc:
+        logger.error("{}", exc)
+        raise
+    await purge_expired(store, settings.transcript_retention_days)
+    return store
+
+
+async def _load_models(services: Services) -> None:
+    """Load the embedded models at start-up; a failure is logged and shown by /health."""
+    started = time.monotonic()
+    try:
+        await services.load()
+    except Exception as exc:
+        logger.error("loading the embedded models failed: {}", exc)
+    else:
+        logger.info("models ready in {:.1f} s", time.monotonic() - started)
+        freeze_startup_objects()
+
+
+def freeze_startup_objects() -> None:
+    """Move everything start-up made (libraries, models) out of the cyclic collector's
+    reach: it lives as long as the process, and otherwise every full collection walks it
+    again while sessions wait."""
+    started = time.perf_counter()
+    gc.collect()
+    gc.freeze()
+    logger.info(
+        "froze {} start-up objects in {:.0f} ms",
+        gc.get_freeze_count(),
+        1000 * (time.perf_counter() - started),
+    )

@@ -1,0 +1,127 @@
+"""The parts of a call's voice pipeline as the settings describe them: the tools it offers,
+the conversation (turn-taking, barge-in, turn completion), the VAD, the idle check-ins and
+the context budget. :class:`server.session.voice.VoiceSession` wires them together; this
+module only translates settings into the pipeline's own parameters, so that the wiring
+reads as the data path and each setting has one place where it takes effect.
+"""
+
+from __future__ import annotations
+
+from pipeline.context import LLMContext
+from pipeline.context_budget import ContextBudgetParams
+from pipeline.conversation import Conversation
+from pipeline.idle_check_ins import IdleCheckInParams
+from pipeline.interruptions import InterruptionParams
+from pipeline.metrics import Prices
+from pipeline.playout_pacing import AudioOutput
+from pipeline.tools import ToolRegistry
+from pipeline.turn_completion import TurnCompletionConfig
+from pipeline.turns import UserTurnParams
+from pipeline.turns.mute_names import mute_strategies
+from pipeline.turns.stop_adaptive import AdaptiveStopParams
+from pipeline.vad import VADAnalyzer, VADParams
+from pipeline.vision_tools import FrameSource, vision_tools
+from server.rtvi.ui_worker import SessionTools, UIWorker
+from server.session.services import Services
+from server.settings import Settings
+
+
+def turn_params(settings: Settings) -> UserTurnParams:
+    """How user turns start and end, from the settings."""
+    return UserTurnParams(
+        user_turn_stop_timeout=settings.user_turn_stop_timeout,
+        user_speech_timeout=settings.user_speech_timeout,
+        min_words=settings.min_words_to_interrupt,
+        user_idle_timeout=settings.user_idle_timeout,
+        turn_end=settings.turn_end,
+        adaptive=AdaptiveStopParams(
+            confident=settings.turn_end_confident,
+            doubtful=settings.turn_end_doubtful,
+            question_wait=settings.turn_end_question_wait,
+            statement_wait=settings.turn_end_statement_wait,
+            max_wait=settings.turn_end_max_wait,
+            score_timeout=settings.turn_end_score_timeout,
+        ),
+    )
+
+
+def call_tools(
+    services: Services, settings: Settings, ui: UIWorker | None, video: FrameSource | None
+) -> ToolRegistry | None:
+    """The tools this call offers: the shared ones (when the LLM can call tools), plus
+    look_at_camera/look_at_screen bound to its video, plus the UI tools bound to its UI
+    worker. None: no tools at all (the LLM is told of none)."""
+    can_call = services.llm.supports_tools
+    tools = services.tools if settings.tools_enabled and can_call else None
+    if video is not None and can_call:
+        tools = SessionTools(tools)
+        for spec in vision_tools(video):
+            if spec.name not in tools:  # an app's own tool of that name wins
+                tools.register(spec)
+    if ui is not None:
+        tools = ui.tool_registry(tools, can_call)
+    return tools
+
+
+def new_conversation(
+    context: LLMContext, services: Services, settings: Settings, output: AudioOutput
+) -> Conversation:
+    """The conversation (turn-taking, barge-in, bot turns) the settings ask for."""
+    adaptive = settings.turn_end == "adaptive"
+    return Conversation(
+        context,
+        services.llm,
+        services.tts,
+        output,
+        turn_params(settings),
+        prices=Prices(input=settings.llm_price_input, output=settings.llm_price_output),
+        preemptive=adaptive and settings.preemptive_replies,
+        merge_window=settings.turn_merge_window,
+        interruptions=InterruptionParams(
+            backchannels=tuple(settings.backchannels),
+            max_backchannel_seconds=settings.max_backchannel_seconds,
+            false_interruption_timeout=settings.false_interruption_timeout,
+        ),
+        pause_on_interruption=settings.pause_on_interruption,
+        tts_ahead=settings.tts_ahead_seconds,
+        mute_strategies=mute_strategies(settings.user_mute),
+        filter_incomplete_user_turns=settings.turn_completion,
+        turn_completion=TurnCompletionConfig(
+            incomplete_short_timeout=settings.turn_completion_short_timeout,
+            incomplete_long_timeout=settings.turn_completion_long_timeout,
+        ),
+    )
+
+
+def new_vad(settings: Settings, services: Services) -> VADAnalyzer:
+    """One call's VAD state over the shared model."""
+    params = VADParams(
+        confidence=settings.vad_confidence,
+        start_secs=settings.vad_start_secs,
+        stop_secs=settings.vad_stop_secs,
+    )
+    return VADAnalyzer(params, model=services.vad)
+
+
+def idle_check_in_params(settings: Settings) -> IdleCheckInParams | None:
+    """How an idle user is checked on; None: never (``user_idle_timeout`` 0)."""
+    if settings.user_idle_timeout <= 0:
+        return None
+    return IdleCheckInParams(
+        timeout=settings.user_idle_timeout,
+        prompt=settings.user_idle_prompt,
+        check_ins=settings.user_idle_check_ins,
+        end_call=settings.user_idle_end_call,
+        goodbye=settings.user_idle_goodbye,
+    )
+
+
+def context_budget_params(settings: Settings) -> ContextBudgetParams:
+    """The context's token limit and its summaries."""
+    return ContextBudgetParams(
+        max_tokens=settings.context_max_tokens,
+        summarize=settings.summarizes_context(),
+        summary_max_tokens=settings.context_summary_max_tokens,
+        # A summary is a longer answer than a turn's first token: give it room.
+        summary_timeout=3 * settings.llm_timeout,
+    )

@@ -1,0 +1,70 @@
+"""Every setting in one place, read from the environment (prefix ``PARLEY_``).
+
+:class:`Settings` is one flat object (``settings.max_sessions``, ``PARLEY_MAX_SESSIONS``);
+its fields are declared by group, one module each: :mod:`~server.settings.process`,
+:mod:`~server.settings.access`, :mod:`~server.settings.storage`,
+:mod:`~server.settings.conversation`, :mod:`~server.settings.rtvi`,
+:mod:`~server.settings.turns` and :mod:`~server.settings.models`. Rules that span groups
+are checked here.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from server.settings.access import AccessSettings
+from server.settings.conversation import ClientToolDefinition, ConversationSettings, ReportLevel
+from server.settings.models import ModelSettings
+from server.settings.process import IceServer, ProcessSettings
+from server.settings.rtvi import RTVISettings
+from server.settings.storage import StorageSettings
+from server.settings.turns import TurnSettings
+
+__all__ = [
+    "ClientToolDefinition",
+    "IceServer",
+    "ReportLevel",
+    "Settings",
+    "get_settings",
+]
+
+
+# The groups in reverse: pydantic lists the fields of the last base first, so the fields
+# keep the order of the groups as the module docstring names them.
+class Settings(
+    ModelSettings,
+    TurnSettings,
+    RTVISettings,
+    ConversationSettings,
+    StorageSettings,
+    AccessSettings,
+    ProcessSettings,
+    BaseSettings,
+):
+    """Server settings. Each field can be set as ``PARLEY_<NAME>`` (lists as JSON)."""
+
+    model_config = SettingsConfigDict(env_prefix="PARLEY_", extra="ignore")
+
+    @model_validator(mode="after")
+    def _first_turn_mute_needs_a_greeting(self) -> Settings:
+        if "until_first_bot_turn" in self.user_mute and not self.greeting.strip():
+            raise ValueError(
+                "user_mute until_first_bot_turn needs a greeting: without one the bot never "
+                "speaks first and the user is never heard"
+            )
+        return self
+
+    def summarizes_context(self) -> bool:
+        """Whether older history is summarized as the context nears its budget."""
+        if self.context_summarization == "auto":
+            return self.provider("llm") == "openai" and self.context_max_tokens > 0
+        return self.context_summarization == "on"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

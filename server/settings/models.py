@@ -1,0 +1,122 @@
+"""The model services: which implementation serves STT, LLM and TTS, the OpenAI-compatible
+endpoint and its models, answer length, vision, timeouts, circuit breakers and prices.
+
+"local" runs the embedded models that ship in registry packages; "openai" uses any
+OpenAI-compatible endpoint (see ``openai_base_url``); "auto" (the default) means "openai"
+when an API key or base URL is set, else "local".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
+
+
+class ModelSettings(BaseModel):
+    """The STT, LLM and TTS in use and how they are called."""
+
+    stt: Literal["auto", "local", "openai"] = "auto"
+    llm: Literal["auto", "local", "openai"] = "auto"
+    tts: Literal["auto", "local", "openai"] = "auto"
+    openai_api_key: str | None = Field(
+        None, validation_alias=AliasChoices("PARLEY_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("PARLEY_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    llm_model: str = "gpt-4o-mini"
+    stt_model: str = "whisper-1"
+    tts_model: str = "gpt-4o-mini-tts"
+    tts_voice: str = "alloy"
+    llm_max_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="Longest answer of the LLM, in tokens (spoken!). Unset: 80 for the "
+        "embedded LLM (which takes 8 to 400), 1024 for the OpenAI-compatible one; 0 or "
+        "empty: the OpenAI-compatible LLM is sent no max_tokens.",
+    )
+    llm_supports_tools: bool = Field(
+        True, description="Whether the OpenAI-compatible LLM can call tools."
+    )
+    llm_thoughts_in_context: bool = Field(
+        False,
+        description="Keep the LLM's reasoning in the context as a thinking block (never "
+        "spoken, never sent back to the endpoint).",
+    )
+    llm_vision: bool = Field(
+        False,
+        description="The OpenAI-compatible LLM takes images: the client's camera and screen "
+        "tracks are received, look_at_camera/look_at_screen offered, pictures sent as "
+        "image_url parts.",
+    )
+    vision_every_turn: bool = Field(
+        False,
+        description="llm_vision: send the current camera/screen picture with every "
+        "user turn (else only when the LLM looks).",
+    )
+    vision_max_images: int = Field(
+        3, ge=1, le=50, description="llm_vision: pictures kept in the context (older dropped)."
+    )
+    vision_image_size: int = Field(
+        512, ge=64, le=2048, description="llm_vision: long side of the pictures sent, in px."
+    )
+    llm_timeout: float = Field(
+        10.0, gt=0, description="Seconds to the first token, or between chunks."
+    )
+    stt_timeout: float = Field(
+        10.0, gt=0, description="Seconds a transcription may take, retries included."
+    )
+    tts_timeout: float = Field(
+        10.0, gt=0, description="Seconds to the first audio of a sentence, or between chunks."
+    )
+    tts_ahead_seconds: float = Field(
+        3.0,
+        ge=0,
+        description="Seconds of speech synthesized ahead of playout at most (0: no limit).",
+    )
+    circuit_failure_threshold: int = Field(
+        5,
+        ge=0,
+        description="Failed calls in a row that open a model endpoint's circuit breaker "
+        "(0: never open).",
+    )
+    circuit_cooldown: float = Field(
+        10.0, gt=0, description="Seconds an open breaker refuses calls before a probe goes."
+    )
+    llm_price_input: float = Field(0.0, ge=0, description="USD per million input tokens.")
+    llm_price_output: float = Field(0.0, ge=0, description="USD per million output tokens.")
+
+    @field_validator("llm_max_tokens", mode="before")
+    @classmethod
+    def _empty_means_no_limit(cls, value: Any) -> Any:
+        return 0 if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _llm_max_tokens_fits(self) -> ModelSettings:
+        tokens = self.llm_max_tokens
+        if self.provider("llm") == "local" and tokens is not None and not 8 <= tokens <= 400:
+            raise ValueError("llm_max_tokens must be 8 to 400 for the embedded LLM")
+        return self
+
+    @model_validator(mode="after")
+    def _vision_needs_an_llm_that_sees(self) -> ModelSettings:
+        if self.llm_vision and self.provider("llm") != "openai":
+            raise ValueError(
+                "llm_vision needs the OpenAI-compatible LLM (the embedded one sees nothing)"
+            )
+        return self
+
+    def llm_token_limit(self) -> int | None:
+        """The ``max_tokens`` of the LLM in use (its default when unset); None: send none."""
+        if self.provider("llm") == "local":
+            return self.llm_max_tokens or 80
+        # A cap on a runaway answer, far above a spoken one (which the prompt keeps short).
+        return 1024 if self.llm_max_tokens is None else self.llm_max_tokens or None
+
+    def provider(self, role: Literal["stt", "llm", "tts"]) -> Literal["local", "openai"]:
+        """Which implementation serves ``role``, resolving "auto"."""
+        choice = getattr(self, role)
+        if choice == "auto":
+            return "openai" if (self.openai_api_key or self.openai_base_url) else "local"
+        return choice
