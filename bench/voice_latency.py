@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testkit.measure import speech_seconds
+from testkit.measure import speech_seconds, stats
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
@@ -33,17 +33,6 @@ QUESTIONS = [
     "What day comes after Monday?",
 ]
 BEFORE = 0.3  # seconds of silence before each question
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {
-        "n": len(values),
-        "median_ms": round(1000 * statistics.median(ordered), 1),
-        "p95_ms": round(1000 * p95, 1),
-        "max_ms": round(1000 * ordered[-1], 1),
-    }
 
 
 async def run_turns(url: str, wavs: list[tuple[Path, float]]) -> dict[str, Any]:
@@ -113,7 +102,7 @@ def main() -> None:
     print(json.dumps(results, indent=2))
     row = results["voice_to_voice"]
     print("\n| mode | turns | median ms | p95 ms | max ms |\n| --- | --- | --- | --- | --- |")
-    print(f"| {args.mode} | {row['n']} | {row['median_ms']} | {row['p95_ms']} | {row['max_ms']} |")
+    print(f"| {args.mode} | {row['n']} | {row['p50_ms']} | {row['p95_ms']} | {row['max_ms']} |")
 
 
 if __name__ == "__main__":

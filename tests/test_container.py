@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from testkit.dev_tools import run_dev_tool
+
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 DOCKERFILES = sorted(p.name for p in ROOT.glob("Dockerfile*"))
-
-
-def run_tool(name: str, *args: str) -> None:
-    tool = BIN / name
-    if not tool.exists():
-        pytest.fail(f"{tool} is missing; install the dev extra (make install-dev)")
-    proc = subprocess.run(
-        [str(tool), *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
 
 
 def test_dockerfiles_found() -> None:
@@ -31,11 +21,11 @@ def test_dockerfiles_found() -> None:
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES)
 def test_hadolint(dockerfile: str) -> None:
-    run_tool("hadolint", dockerfile)
+    run_dev_tool("hadolint", dockerfile)
 
 
 def test_compose_schema() -> None:
-    run_tool("check-jsonschema", "--builtin-schema", "vendor.compose-spec", "compose.yaml")
+    run_dev_tool("check-jsonschema", "--builtin-schema", "vendor.compose-spec", "compose.yaml")
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import datetime
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +18,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from testkit.dev_tools import run_dev_tool
 from testkit.haproxy import CONFIG, check_config, haproxy_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.scale.yaml"
-BIN = Path(sys.executable).parent
 CI_ENV = {"LB_BIND": "127.0.0.1:18080", "R1_ADDR": "127.0.0.1:18081", "R2_ADDR": "127.0.0.1:18082"}
 
 
@@ -91,19 +89,9 @@ def test_every_replica_has_a_backend_and_a_server_for_new_sessions() -> None:
     assert owned == balanced == {"r1", "r2"}
 
 
-def run_tool(name: str, *args: str) -> None:
-    tool = BIN / name
-    if not tool.exists():
-        pytest.fail(f"{tool} is missing; install the dev extra (make install-dev)")
-    proc = subprocess.run(
-        [str(tool), *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
-
-
 def test_haproxy_image() -> None:
     dockerfile = DEPLOY / "haproxy" / "Dockerfile"
-    run_tool("hadolint", str(dockerfile))
+    run_dev_tool("hadolint", str(dockerfile))
     text = dockerfile.read_text()
     assert re.search(r"^FROM \$\{BASE_IMAGE\}$", text, re.M)
     assert re.search(r"^COPY haproxy\.cfg ", text, re.M)
@@ -113,7 +101,7 @@ def test_haproxy_image() -> None:
 
 
 def test_compose_schema() -> None:
-    run_tool("check-jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE))
+    run_dev_tool("check-jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE))
 
 
 def environment(service: dict[str, Any]) -> dict[str, str | None]:
