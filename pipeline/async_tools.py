@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic_core import to_jsonable_python
+
 from pipeline.context import TOOL_COMPLETED
 from pipeline.messages import BaseMessage, DeveloperMessage, ToolMessage
 
@@ -67,7 +69,7 @@ class AsyncToolPayload:
         }
         if self.result is not None:
             obj["result"] = self.result
-        return json.dumps(obj)
+        return json.dumps(obj, default=_jsonable)
 
 
 def build_started_message(tool_call_id: str) -> ToolMessage:
@@ -96,7 +98,18 @@ def build_final_result_message(tool_call_id: str, result: str) -> DeveloperMessa
 def encode_result(value: Any) -> str:
     """A function's return value as a result string: JSON, or ``"COMPLETED"`` when it
     returned nothing (the same convention as synchronous tool calls)."""
-    return json.dumps(value, ensure_ascii=False) if value else TOOL_COMPLETED
+    return encode_json(value) if value else TOOL_COMPLETED
+
+
+def encode_json(value: Any) -> str:
+    """``value`` as JSON; what JSON has no type for (a pydantic model, a dataclass, a
+    datetime, a set) as pydantic would encode it, else as its ``str``: a tool's return
+    value must reach the LLM whatever its type, never stall the turn."""
+    return json.dumps(value, ensure_ascii=False, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    return to_jsonable_python(value, fallback=str)
 
 
 def parse_message(message: BaseMessage | Mapping[str, Any]) -> AsyncToolPayload | None:

@@ -9,10 +9,15 @@ the prompt and the tool schemas are not counted, summarization cannot shrink the
   summary (:mod:`pipeline.summarizer`), made by the session's LLM with the summary's own
   ``max_tokens``, in a task: the conversation never waits for it. A quarter of the budget
   is left as headroom so that the summary normally lands before the limit.
-- **The limit**: just before every LLM run, if the history is still over the budget (a
-  summary failed, is still running, went stale, or summaries are off), the oldest
-  messages are dropped until it fits; a tool result never loses its call. So however
-  long the call, the context never grows until the provider refuses it.
+- **The limit**: whenever the context grows (a user turn, typed or spoken, an answer, a
+  tool result: :meth:`ContextBudget.attach`) and just before every LLM run, if the
+  history is over the budget (a summary failed, is still running, went stale, or
+  summaries are off), the oldest messages are dropped until it fits; a tool result never
+  loses its call, and a newest user text larger than the whole budget is cut to fit. So
+  the context is within its budget at all times, not only when an answer is due: text
+  typed with ``run_immediately: false`` cannot pile up between answers.
+  Growth only trims, it never starts a summary: a summary is an LLM call, and a client
+  that types without asking for answers must not be able to spend those.
 - **On request** (:meth:`ContextBudget.summarize_now`): a summary of what can be
   summarized now, whatever the budget (RTVI ``summarize-context``, the app API).
 """
@@ -27,9 +32,23 @@ from typing import Any
 
 from loguru import logger
 
-from pipeline.context import LLMContext, estimate_message_tokens, estimate_tokens
-from pipeline.frames import Event, SummaryAppliedEvent
-from pipeline.messages import Message, ToolMessage, ToolResultContent, UserMessage
+from pipeline.context import (
+    CHARS_PER_TOKEN,
+    TOKENS_PER_MESSAGE,
+    LLMContext,
+    estimate_message_tokens,
+    estimate_tokens,
+)
+from pipeline.frames import (
+    AssistantTranscript,
+    BotResponseEnded,
+    Emitter,
+    Event,
+    FunctionCallResult,
+    SummaryAppliedEvent,
+    UserTranscript,
+)
+from pipeline.messages import Message, TextContent, ToolMessage, ToolResultContent, UserMessage
 from pipeline.services.llm import LLMService, TextDelta
 from pipeline.summarizer import (
     ContextSummarizer,
@@ -41,6 +60,10 @@ from pipeline.summarizer import (
 from pipeline.task_cancel import cancel_and_wait
 
 SUMMARY_AT = 0.75  # of the budget: when a summary starts
+# What a newest user text cut to fit the budget ends with.
+CUT_MARK = " [… cut to fit the context budget]"
+# The events after which the context holds more than before (its subscribers run first).
+GROWTH = (UserTranscript, AssistantTranscript, FunctionCallResult)
 
 
 @dataclass(frozen=True)
@@ -79,7 +102,8 @@ def _is_tool_result(message: Message) -> bool:
 
 def trim_to_budget(context: LLMContext, max_tokens: int) -> int:
     """Drop the oldest history until it fits ``max_tokens``; returns how many messages
-    went. The newest message always stays; a tool result goes with its call (a result
+    went. The newest message always stays (a plain user text alone over the budget is
+    cut to fit, in place); a tool result goes with its call (a result
     without one is refused by the provider), so the cut moves past such results, or back
     to the call when the result is the newest message."""
     messages = context.get_messages()
@@ -99,12 +123,26 @@ def trim_to_budget(context: LLMContext, max_tokens: int) -> int:
         cut -= 1
     if cut > head:
         context.set_messages([*messages[:head], *messages[cut:]])
+    if cut == last and sizes[last] > max_tokens:
+        _cut_text(messages[last], max_tokens)
     return cut - head
+
+
+def _cut_text(message: Message, max_tokens: int) -> None:
+    """Shorten a plain user text (a paste, a monologue) that alone exceeds the budget, in
+    place (whoever holds the message keeps it); anything else is left as it is."""
+    if not isinstance(message, UserMessage) or len(message.contents) != 1:
+        return
+    text = message.contents[0]
+    if not isinstance(text, TextContent):
+        return
+    keep = max(0, (max_tokens - TOKENS_PER_MESSAGE) * CHARS_PER_TOKEN - len(CUT_MARK))
+    text.content = text.content[:keep] + CUT_MARK
 
 
 class ContextBudget:
     """Summaries and the limit for one context; ``before_llm_run`` goes in the
-    conversation's ``before_llm_run`` hooks, ``answer_ended`` on ``BotResponseEnded``."""
+    conversation's ``before_llm_run`` hooks; :meth:`attach` subscribes the rest."""
 
     def __init__(
         self,
@@ -123,6 +161,16 @@ class ContextBudget:
         self.summary_failures = 0
         self.dropped_messages = 0  # by the limit
 
+    def attach(self, events: Emitter) -> None:
+        """Summaries at the end of answers, the limit whenever the context grew."""
+        events.on(BotResponseEnded, self.answer_ended)
+        for kind in GROWTH:
+            events.on(kind, self.context_grew)
+
+    def context_grew(self, _event: Event | None = None) -> None:
+        """Something was added to the context: hold the limit now (no summary)."""
+        self._limit()
+
     def answer_ended(self, _event: Event | None = None) -> None:
         """An answer went into the context: summarize if the budget says so."""
         if self.summarizer.should_summarize(self.context):
@@ -133,10 +181,13 @@ class ContextBudget:
     def before_llm_run(self) -> None:
         """Just before the LLM is called: start a due summary, then enforce the limit."""
         self.answer_ended()
+        self._limit()
+
+    def _limit(self) -> None:
         dropped = trim_to_budget(self.context, self.params.max_tokens)
         if dropped:
             self.dropped_messages += dropped
-            logger.info("context over its budget: the {} oldest messages dropped", dropped)
+            logger.debug("context over its budget: the {} oldest messages dropped", dropped)
 
     async def summarize_now(self) -> dict[str, Any]:
         """Summarize what can be summarized now; the outcome as a JSON-ready dict

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from pipeline.call_context import CallContext
 from pipeline.tool_call import ToolCall
 
 _CALL_PARAM = "call"
@@ -21,7 +22,8 @@ _SECTION = re.compile(r"(Args|Arguments|Parameters|Returns?|Raises|Yields|Exampl
 _ARGS = re.compile(r"(Args|Arguments|Parameters):\s*")
 _ARG_LINE = re.compile(r"(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)")
 
-ToolHandler = Callable[..., Awaitable[Any]]
+# ``async def`` or a plain ``def`` (the runner calls that one in a worker thread).
+ToolHandler = Callable[..., Awaitable[Any] | Any]
 
 
 class ToolArgumentsError(ValueError):
@@ -37,11 +39,13 @@ class Binding:
         params: dict[str, str],
         whole: str | None,
         wants_call: bool,
+        context_param: str | None = None,
     ) -> None:
         self.model = model
         self.params = params  # model field → handler parameter
         self.whole = whole  # the parameter that takes the whole model, if any
         self.wants_call = wants_call
+        self.context_param = context_param  # the parameter typed CallContext, if any
 
     @classmethod
     def of(cls, handler: ToolHandler, docs: Mapping[str, str], require_hints: bool) -> Binding:
@@ -52,10 +56,13 @@ class Binding:
             raise TypeError(f"tool {name}: cannot resolve type hints ({exc})") from exc
         wants_call = False
         var_keyword = False
+        context_param: str | None = None
         args: list[inspect.Parameter] = []
         for param in inspect.signature(handler).parameters.values():
             if param.kind is param.KEYWORD_ONLY and param.name == _CALL_PARAM:
                 wants_call = True
+            elif _is_context(hints.get(param.name)):
+                context_param = param.name  # given by the runner, never by the LLM
             elif param.kind is param.VAR_KEYWORD:
                 var_keyword = True
             elif param.kind in (param.VAR_POSITIONAL, param.POSITIONAL_ONLY):
@@ -67,7 +74,7 @@ class Binding:
         if len(args) == 1 and not var_keyword:
             hint = hints.get(args[0].name)
             if isinstance(hint, type) and issubclass(hint, BaseModel):
-                return cls(hint, {}, args[0].name, wants_call)
+                return cls(hint, {}, args[0].name, wants_call, context_param)
         fields: dict[str, Any] = {}
         params: dict[str, str] = {}
         for i, param in enumerate(args):
@@ -83,7 +90,7 @@ class Binding:
             params[f"a{i}"] = param.name
         config = ConfigDict(extra="allow" if var_keyword else "forbid")
         model = create_model(f"{name}_arguments", __config__=config, **fields)
-        return cls(model, params, None, wants_call)
+        return cls(model, params, None, wants_call, context_param)
 
     def schema(self) -> dict[str, Any]:
         schema = self.model.model_json_schema()
@@ -101,7 +108,16 @@ class Binding:
             kwargs.update(validated.model_extra or {})
         if self.wants_call:
             kwargs[_CALL_PARAM] = call
+        if self.context_param is not None:
+            kwargs[self.context_param] = call.context
         return kwargs
+
+
+def _is_context(hint: Any) -> bool:
+    """A ``CallContext`` parameter (``CallContext | None`` too)."""
+    if hint is CallContext:
+        return True
+    return any(arg is CallContext for arg in typing.get_args(hint))
 
 
 def _described(hint: Any) -> bool:

@@ -5,7 +5,10 @@ client. The runner (:mod:`pipeline.tool_runner`) makes one per call."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.call_context import CallContext
 
 # (result, is_final, run_llm) → delivered to the conversation by the runner.
 ResultSink = Callable[[Any, bool, bool | None], None]
@@ -21,8 +24,10 @@ class ToolCall:
         arguments: dict[str, Any],
         sink: ResultSink,
         notify: Callable[[Any], None] | None = None,
+        context: CallContext | None = None,
     ) -> None:
         self.tool_call_id = tool_call_id
+        self.context = context  # the call's context (agents' tools), when a session runs it
         self.function_name = function_name
         self.arguments = arguments  # as the LLM sent them, before validation
         self._sink = sink

@@ -16,8 +16,9 @@ cancellable call's task; from then on nothing more of that call is fed. Async to
 (``cancel_on_interruption=False``) are not cancelled: the context keeps waiting for their
 final result, so they end at their timeout or at :meth:`ToolRunner.close`.
 
-Everything runs on the event loop (handlers are ``async def``), so results are never
-fed from another thread.
+Results are always fed on the event loop: a plain ``def`` handler runs in a worker thread
+(the agents' pool, :func:`pipeline.agent.in_agent_thread`) and its return value comes back
+to the loop before it is fed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 
 from loguru import logger
 
+from pipeline.agent import Agent, handoff_target, in_agent_thread
+from pipeline.call_context import CallContext
 from pipeline.frames import (
     AppMessage,
     Emitter,
@@ -51,9 +54,15 @@ def error_result(message: str) -> dict[str, str]:
 class ToolRunner:
     """Executes server-side tool calls for one conversation."""
 
-    def __init__(self, registry: ToolRegistry, feed: Callable[[Event], None]) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        feed: Callable[[Event], None],
+        context: CallContext | None = None,
+    ) -> None:
         self.registry = registry
         self._feed = feed
+        self.context = context  # given to tools that ask for the call's context
         self._tasks: set[asyncio.Task[None]] = set()
         # Calls that may still report, by id: removed on their final result or when
         # cancelled, which is what keeps a cancelled call from feeding anything more.
@@ -150,6 +159,7 @@ class ToolRunner:
             dict(call.arguments),
             sink,
             notify=lambda data: self._notify(task, call, data),
+            context=self.context,
         )
         if spec is None:
             await tool_call.result_callback(error_result(f"unknown tool {call.function_name}"))
@@ -162,7 +172,18 @@ class ToolRunner:
             )
             return
         result, run_llm = await self._execute(spec, kwargs)
+        handoff = handoff_target(result)
+        if handoff is not None:
+            result = self._hand_off(spec, *handoff)
         await tool_call.result_callback(result, run_llm=run_llm)
+
+    def _hand_off(self, spec: ToolSpec, agent: Agent, result: Any) -> Any:
+        """A tool returned an agent: the call is that agent's from the next LLM run on."""
+        if self.context is None:
+            return error_result(f"{spec.name} handed off, but this call has no agents")
+        self.context.handoff(agent)
+        logger.info("tool {} handed the call to agent {}", spec.name, agent.name)
+        return result
 
     async def _execute(self, spec: ToolSpec, kwargs: dict[str, Any]) -> tuple[Any, bool | None]:
         """The handler's return value and ``run_llm``; errors leave ``run_llm`` to the
@@ -170,6 +191,9 @@ class ToolRunner:
         assert spec.handler is not None
         try:
             async with asyncio.timeout(spec.timeout) as deadline:
+                if spec.in_thread:
+                    # A timeout cannot stop the thread; it only stops waiting for it.
+                    return await in_agent_thread(spec.handler, **kwargs), spec.run_llm
                 return await spec.handler(**kwargs), spec.run_llm
         except TimeoutError as exc:
             if deadline.expired():

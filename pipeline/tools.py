@@ -1,8 +1,11 @@
 """The tool registry: what the LLM may call, the JSON schema it sees, how a call is bound.
 
-Handler convention (the only one): a tool is an ``async def`` whose parameters *are* the
-tool's arguments, by name, plus an optional keyword-only ``call: ToolCall`` that gives
-the call itself (id, raw arguments, ``result_callback`` for intermediate results)::
+Handler convention (the only one): a tool is an ``async def`` (or a plain ``def``, which
+runs in a worker thread) whose parameters *are* the tool's arguments, by name, plus an
+optional keyword-only ``call: ToolCall`` that gives the call itself (id, raw arguments,
+``result_callback`` for intermediate results), and optionally a parameter of type
+:class:`pipeline.call_context.CallContext` (any name) that gives the call's context
+(its id, state, say, end the call, hand off)::
 
     registry = ToolRegistry()
 
@@ -112,9 +115,6 @@ class ToolSpec:
             if not self.client_side:
                 raise ValueError(f"tool {self.name}: a server-side tool needs a handler")
             return
-        if not inspect.iscoroutinefunction(self.handler):
-            # Handlers run on the event loop; a blocking one would stall every session.
-            raise TypeError(f"tool {self.name}: the handler must be an async def")
         object.__setattr__(self, "_binding", Binding.of(self.handler, {}, require_hints=False))
 
     @classmethod
@@ -144,6 +144,12 @@ class ToolSpec:
             run_llm=run_llm,
             report_level=report_level,
         )
+
+    @property
+    def in_thread(self) -> bool:
+        """A plain ``def`` handler: the runner calls it in a worker thread, since a
+        blocking call on the event loop would stall every session."""
+        return self.handler is not None and not inspect.iscoroutinefunction(self.handler)
 
     def bind(self, arguments: Any, call: ToolCall) -> dict[str, Any]:
         """The handler's keyword arguments; raises :class:`ToolArgumentsError`."""
@@ -210,6 +216,10 @@ class ToolRegistry:
             return handler
 
         return decorate
+
+    def unregister(self, name: str) -> ToolSpec | None:
+        """Remove a tool (a tool source that went away); the spec, or None."""
+        return self._specs.pop(name, None)
 
     def get(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)

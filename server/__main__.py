@@ -1,4 +1,5 @@
-"""``python -m server``: run Parley with the settings from the environment."""
+"""``python -m server``: run Parley with the settings from the environment (and the agent
+file ``PARLEY_AGENT`` names, whose settings are defaults the environment overrides)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import sys
 import uvicorn
 from pydantic import ValidationError
 
+from pipeline.tool_sources.http import check_http_tools
 from server.api.app import create_app
+from server.api.slow_clients import uvicorn_options
 from server.ops.logs import configure_logging
 from server.session.shutdown import GracefulServer
-from server.settings import get_settings
+from server.settings.agent_file import AgentFileError, configured_agent, settings_for
 
 # After the drain, how long uvicorn waits for HTTP requests still running.
 HTTP_GRACE_SECONDS = 2
@@ -18,11 +21,17 @@ HTTP_GRACE_SECONDS = 2
 
 def main() -> None:
     try:
-        settings = get_settings()
+        agent = configured_agent()  # first: its settings are defaults for the rest
+        settings = settings_for(agent)
+        check_http_tools([*settings.http_tools, *(agent.http_tools if agent else ())])
+    except AgentFileError as exc:
+        sys.exit(f"parley: {exc}")
     except ValidationError as exc:
         sys.exit(f"parley: invalid settings (PARLEY_* environment variables):\n{exc}")
+    except ValueError as exc:  # an HTTP tool's header names a variable that is not set
+        sys.exit(f"parley: {exc}")
     configure_logging(settings.log_level, settings.log_json)
-    app = create_app(settings)
+    app = create_app(settings, agent=agent)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -31,6 +40,8 @@ def main() -> None:
         # In JSON mode logging is set up already (uvicorn's loggers go through loguru).
         log_config=None if settings.log_json else uvicorn.config.LOGGING_CONFIG,
         timeout_graceful_shutdown=HTTP_GRACE_SECONDS,
+        # Deadlines and caps for slow clients, and whose X-Forwarded-For is believed.
+        **uvicorn_options(settings),
     )
     server = GracefulServer(config, app)
     try:

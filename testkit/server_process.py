@@ -51,6 +51,11 @@ def server_env(env: dict[str, str], port: int, data_dir: Path) -> dict[str, str]
         # Every test client comes from 127.0.0.1: no per-address limit on new sessions
         # unless a test sets one (tests/test_limits.py).
         "PARLEY_SESSION_RATE_PER_MINUTE": "0",
+        # Nor per-address or per-network caps on sessions (tests/test_signalling_limits.py).
+        "PARLEY_MAX_SESSIONS_PER_ADDRESS": "0",
+        "PARLEY_MAX_SESSIONS_PER_NETWORK": "0",
+        "PARLEY_MAX_PENDING_PER_ADDRESS": "0",
+        "PARLEY_MAX_PENDING_PER_NETWORK": "0",
         **env,
     }
 

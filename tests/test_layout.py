@@ -91,7 +91,9 @@ def test_nothing_imports_the_tests(folder: str) -> None:
     assert offenders == []
 
 
-@pytest.mark.parametrize("script", ["vad.py", "load.py", "turn_eval.py"])
+@pytest.mark.parametrize(
+    "script", ["vad.py", "load.py", "turn_eval.py", "mcp_tools.py", "mcp_memory.py"]
+)
 def test_bench_scripts_run_from_anywhere(script: str, tmp_path: Path) -> None:
     """``python bench/x.py`` from another folder: only the installed packages on the path."""
     run = subprocess.run(

@@ -65,6 +65,7 @@ def test_a_loopback_or_keyed_server_has_no_warning(
     assert "PARLEY_API_KEYS" not in loopback.log()
 
     keyed = start_server(host="0.0.0.0", api_keys="k-test")
-    health = httpx.get(f"{keyed.url}/health", timeout=5).json()
+    auth = {"Authorization": "Bearer k-test"}  # with keys, the details need one
+    health = httpx.get(f"{keyed.url}/health", headers=auth, timeout=5).json()
     assert health["open"] is False and health["warning"] is None
     assert "PARLEY_API_KEYS" not in keyed.log()

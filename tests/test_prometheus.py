@@ -42,6 +42,7 @@ FAMILIES = {
     "parley_llm_thought_characters": "counter",
     "parley_errors": "counter",
     "parley_http_responses": "counter",
+    "parley_audio_packets_dropped": "counter",
     "parley_event_loop_lag_seconds": "histogram",
     "parley_event_loop_lag_max_seconds": "gauge",
     "parley_threads": "gauge",

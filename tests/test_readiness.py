@@ -21,7 +21,7 @@ def test_a_second_check_under_a_taken_name_is_refused() -> None:
     readiness.add("storage", failing)
     with pytest.raises(ValueError, match="'storage' is already registered"):
         readiness.add("storage", passing)
-    assert [name for name, _check in readiness.checks] == ["storage"]
+    assert [name for name, _check, _advisory in readiness.checks] == ["storage"]
 
 
 async def test_every_check_keeps_its_own_result() -> None:

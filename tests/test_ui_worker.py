@@ -508,7 +508,7 @@ async def test_bad_ui_messages_get_error_responses_and_the_session_goes_on(
             answer = await client.wait_for(lambda m, i=msg_id: m.get("id") == i)
             assert answer["type"] == "error-response", answer
             assert answer["data"]["error"], answer
-        # JSON nested too deeply to even decode: an error without an id.
+        # JSON nested too deeply to decode: refused before parsing (server/api/client_json.py).
         root = '{"ref": "leaf", "role": "button"}'
         for _ in range(600):
             root = '{"ref": "n", "role": "group", "children": [' + root + "]}"
@@ -517,7 +517,7 @@ async def test_bad_ui_messages_get_error_responses_and_the_session_goes_on(
             '"data": {"tree": {"captured_at": 1, "root": ' + root + "}}}"
         )
         error = await client.wait_for(lambda m: m.get("type") == "error")
-        assert "malformed JSON" in error["data"]["error"]
+        assert "nested deeper than 32 levels" in error["data"]["error"]
         echo = await client.request("echo", {"still": "here"})
         assert echo["type"] == "server-response" and echo["data"]["d"] == {"still": "here"}
     finally:

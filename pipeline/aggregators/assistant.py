@@ -315,7 +315,7 @@ class AssistantAggregator:
         if not event.is_final:
             # An empty update ({}, [], 0, "") tells the LLM nothing (the reference drops it).
             if event.result and is_async:
-                result = json.dumps(event.result, ensure_ascii=False)
+                result = async_tools.encode_json(event.result)
                 self.context.add_message(
                     async_tools.build_intermediate_result_message(event.tool_call_id, result)
                 )

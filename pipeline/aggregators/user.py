@@ -71,12 +71,15 @@ class UserAggregator:
             self._parts.clear()
             self._started_at = ""
 
-    def add_text(self, text: str, run_llm: bool = True) -> None:
-        """Text typed by the user (RTVI ``send-text``): a whole user turn at once."""
-        self.last_message = self.context.add_message({"role": "user", "content": text})
+    def add_text(self, text: str, run_llm: bool = True) -> Message:
+        """Text typed by the user (RTVI ``send-text``): a whole user turn at once (gathered
+        by :class:`pipeline.turn_merge.TypedTurns`). Returns the message it added; the
+        :class:`UserTranscript` it reports is what holds the context to its budget."""
+        message = self.last_message = self.context.add_message({"role": "user", "content": text})
         self._emit(UserTranscript(text, self._clock(), self._user_id))
         if run_llm:
             self._emit(LLMRunRequested("user text"))
+        return message
 
     def close(self) -> None:
         """Session end: keep any text still being aggregated (nothing is lost)."""

@@ -14,17 +14,20 @@ from loguru import logger
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pipeline.agent import Agent
 from pipeline.tools import ToolRegistry
 from server import __version__
 from server.api import auth, health, history, sessions, signalling
+from server.api.host_check import HostCheck, allowed_hosts
 from server.api.lifespan import lifespan
 from server.api.readiness import NotReady, Readiness
 from server.ops.metrics import ServerMetrics, add_metrics
-from server.rtvi.handler import ClientMessages
+from server.rtvi.handler import ClientMessages, add_agent_handlers
 from server.session.registry import SessionRegistry
 from server.session.services import Services
 from server.session.shutdown import ShutdownHook
 from server.settings import Settings, get_settings
+from server.settings.agent_file import load_agent
 from server.storage.store import TranscriptStore
 
 
@@ -131,24 +134,41 @@ def _storage_writable(store: TranscriptStore) -> None:
         raise NotReady(f"transcript storage failing: {status.get('last_error')}")
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def _tool_sources_up(services: Services) -> None:
+    """Advisory readiness check: every MCP server is connected (a failing one fails its
+    tools' calls with an error the LLM reads, not the calls)."""
+    failing = services.failing_tool_sources()
+    if failing:
+        raise NotReady(f"MCP servers failing: {', '.join(failing)}")
+
+
+def create_app(settings: Settings | None = None, agent: Agent | None = None) -> FastAPI:
     """Build the app; sessions live in ``app.state.registry`` for the app's lifetime.
+
+    ``agent``: the agent every call runs (``PARLEY_AGENT``: loaded here when not given;
+    its setting defaults apply only where the settings were built by
+    :func:`server.settings.agent_file.settings_for`).
 
     Hooks for other parts: ``app.state.readiness.add(name, check)`` (``/ready``),
     ``app.state.shutdown_hooks`` (async callables run after every session has closed),
     ``registry.listeners`` (told of each session's start and end).
     """
     settings = settings or get_settings()
+    if agent is None and settings.agent:
+        agent = load_agent(settings.agent)
     shutdown_hooks: list[ShutdownHook] = []
     app = FastAPI(
         title="Parley",
         version=__version__,
         summary="Realtime voice-agent server: WebRTC signalling, sessions and RTVI.",
-        lifespan=lifespan(settings, shutdown_hooks),
+        lifespan=lifespan(settings, agent, shutdown_hooks),
     )
+    app.state.agent = agent
     # What an app adds before it starts: client-message handlers by ``t`` and tools
     # (e.g. ``ToolSpec(..., client_side=True)``) on top of the built-in ones.
     app.state.client_messages = ClientMessages.with_defaults()
+    if agent is not None:
+        add_agent_handlers(app.state.client_messages, agent)
     app.state.tools = ToolRegistry()
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
@@ -156,6 +176,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.readiness = _readiness(app, settings)
     app.state.shutdown_hooks = shutdown_hooks
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    # DNS rebinding: answer only the names the server is known by (server/api/host_check.py).
+    hosts = allowed_hosts(settings.allowed_hosts, settings.host, bool(settings.trusted_proxies))
+    app.add_middleware(HostCheck, allowed=hosts)
     add_metrics(app, ServerMetrics())
     auth.install(app, [key.get_secret_value() for key in settings.api_keys])
     app.state.exposure_warning = auth.exposure_warning(settings.host, app.state.api_keys.enabled)
@@ -179,6 +202,7 @@ def _readiness(app: FastAPI, settings: Settings) -> Readiness:
     readiness.add("models", lambda: _models_loaded(app.state.services, settings.preload_models))
     readiness.add("accepting", lambda: _accepting(app.state.registry))
     readiness.add("storage", lambda: _storage_writable(app.state.store))
+    readiness.add("tools", lambda: _tool_sources_up(app.state.services), advisory=True)
     return readiness
 
 

@@ -77,6 +77,26 @@ async def require_api_key(
     return credential
 
 
+def sees_details(request: Request) -> bool:
+    """Whether the caller may see more than up or down on the status routes (``/health``,
+    ``/ready``): always on an open server; with keys, only with a valid one (a wrong key
+    gets 401, as elsewhere). They stay open to probes, which need no more, while what
+    they would show (the database path, upstream error text, live counts) is the
+    operator's."""
+    keys: ApiKeys | None = getattr(request.app.state, "api_keys", None)
+    if keys is None or not keys.enabled:
+        return True
+    header = request.headers.get("authorization")
+    if header is None:
+        return False
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise unauthorized("send the API key as 'Authorization: Bearer <key>'")
+    if keys.credential(token.strip()) is None:
+        raise unauthorized("the API key is not valid")
+    return True
+
+
 Owner = Annotated[str | None, Depends(require_api_key)]
 """A route parameter of this type requires an API key and holds the caller's credential."""
 

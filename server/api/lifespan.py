@@ -20,6 +20,7 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import FastAPI
 from loguru import logger
 
+from pipeline.agent import Agent
 from pipeline.task_cancel import cancel_and_wait
 from server import __version__
 from server.ops.metrics import ServerMetrics
@@ -34,8 +35,11 @@ from server.storage.store import StorageError, TranscriptStore
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
-def lifespan(settings: Settings, shutdown_hooks: list[ShutdownHook]) -> Lifespan:
-    """The app's lifespan; ``shutdown_hooks`` run after every session has closed."""
+def lifespan(
+    settings: Settings, agent: Agent | None, shutdown_hooks: list[ShutdownHook]
+) -> Lifespan:
+    """The app's lifespan; ``agent`` runs every call; ``shutdown_hooks`` run after every
+    session has closed."""
 
     @contextlib.asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
@@ -44,9 +48,10 @@ def lifespan(settings: Settings, shutdown_hooks: list[ShutdownHook]) -> Lifespan
             keep_purging(store, settings.transcript_retention_days), name="purge-transcripts"
         )
         app.state.store = store
-        services = build_services(settings)
+        services = build_services(settings, agent)
         for spec in app.state.tools:  # tools the app added (server- or client-side)
             services.tools.register(spec)
+        await services.start_tool_sources()
         registry = SessionRegistry(settings, services, app.state.client_messages, store=store)
         app.state.registry = registry
         app.state.services = services

@@ -1,12 +1,18 @@
-"""Token buckets: one for a single stream of events, and a keyed set with bounded memory.
+"""Token buckets: one for a single stream of events, and a keyed set with bounded memory;
+and the keys a client address is counted under.
 
 A bucket holds up to ``burst`` tokens and gains ``rate`` tokens per second; each event
 takes one. An empty bucket says how long until the next token, which is what a
 ``Retry-After`` header wants.
+
+A client is counted under its address and under its network: a client that rotates
+addresses (a host with a whole IPv6 /64, a pool of IPv4 addresses) stays in one network,
+so a second, larger limit per network holds where the per-address one is dodged.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -85,8 +91,31 @@ class KeyedRateLimiter:
             self._buckets.move_to_end(key)
         return bucket.take()
 
+    def forget(self, key: str) -> None:
+        """Drop ``key``'s bucket (what it keyed is gone)."""
+        self._buckets.pop(key, None)
+
     def forget_idle(self) -> None:
         """Drop every bucket that has refilled completely."""
         now = self._clock()
         for key in [k for k, b in self._buckets.items() if b.is_full(now)]:
             del self._buckets[key]
+
+
+# The network a client address is counted in: what one site or one host usually has.
+IPV4_NETWORK_BITS = 24
+IPV6_NETWORK_BITS = 64
+
+
+def client_keys(host: str | None) -> tuple[str, str]:
+    """``(address, network)`` for per-client limits: the address in canonical form, and
+    its /24 (IPv4) or /64 (IPv6). An IPv4-mapped IPv6 address counts as the IPv4 one;
+    anything that is not an address (a test client's name) is its own network."""
+    try:
+        ip = ipaddress.ip_address(host or "")
+    except ValueError:
+        return host or "unknown", host or "unknown"
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    bits = IPV4_NETWORK_BITS if ip.version == 4 else IPV6_NETWORK_BITS
+    return str(ip), str(ipaddress.ip_network((ip, bits), strict=False))

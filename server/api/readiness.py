@@ -32,37 +32,44 @@ class CheckResult:
     name: str
     ok: bool
     detail: str | None = None
+    advisory: bool = False  # shown, but a failure does not make the server unready
 
     def as_dict(self) -> dict[str, object]:
-        return {"ok": self.ok, "detail": self.detail}
+        out: dict[str, object] = {"ok": self.ok, "detail": self.detail}
+        if self.advisory:
+            out["advisory"] = True
+        return out
 
 
 class Readiness:
     """The named checks of one app, run in order on each ``/ready`` request."""
 
     def __init__(self) -> None:
-        self.checks: list[tuple[str, Check]] = []
+        self.checks: list[tuple[str, Check, bool]] = []
 
-    def add(self, name: str, check: Check) -> None:
+    def add(self, name: str, check: Check, *, advisory: bool = False) -> None:
         """Register ``check`` under ``name``, which must be new: the names key ``/ready``'s
-        answer, so a second check under a taken name would hide one of the two results."""
+        answer, so a second check under a taken name would hide one of the two results.
+        An ``advisory`` check is reported but never makes the server unready: what it
+        watches (a tool server, say) fails a feature, not the calls, and taking every
+        replica out of the balancer for it would fail them all."""
         if not name.strip():
             raise ValueError("a readiness check needs a name")
-        if any(taken == name for taken, _check in self.checks):
+        if any(taken == name for taken, _check, _advisory in self.checks):
             raise ValueError(f"a readiness check named {name!r} is already registered")
-        self.checks.append((name, check))
+        self.checks.append((name, check, advisory))
 
     async def run(self) -> list[CheckResult]:
-        return [await self._run_one(name, check) for name, check in self.checks]
+        return [await self._run_one(*entry) for entry in self.checks]
 
-    async def _run_one(self, name: str, check: Check) -> CheckResult:
+    async def _run_one(self, name: str, check: Check, advisory: bool) -> CheckResult:
         try:
             async with asyncio.timeout(CHECK_TIMEOUT):
                 outcome = check()
                 if inspect.isawaitable(outcome):
                     await outcome
         except TimeoutError:
-            return CheckResult(name, False, f"no answer within {CHECK_TIMEOUT} s")
+            return CheckResult(name, False, f"no answer within {CHECK_TIMEOUT} s", advisory)
         except Exception as exc:
-            return CheckResult(name, False, str(exc) or type(exc).__name__)
-        return CheckResult(name, True)
+            return CheckResult(name, False, str(exc) or type(exc).__name__, advisory)
+        return CheckResult(name, True, advisory=advisory)

@@ -35,6 +35,7 @@ class SessionInfo(BaseModel):
     data_channel_open: bool
     pings: int
     audio_frames_in: int
+    audio_packets_dropped: int = 0  # over PARLEY_AUDIO_PACKET_RATE, before decoding
     track_status: dict[str, bool | None]
     request_data: Any = None
     conversation: dict[str, Any] = {}

@@ -2,14 +2,22 @@
 
 The routes follow what Pipecat's SmallWebRTC client sends (see PROTOCOL.md): 4xx for
 input that will never work (the client gives up at once), 503 with ``Retry-After`` when
-the server is full (the client retries).
+the server is full (the client retries), 429 with ``Retry-After`` when this client holds
+or asks too much (see :mod:`server.session.registry`).
+
+An offer is checked and its candidates screened (:mod:`server.media.sdp_guard`) before
+aiortc sees it; the candidates of offers and PATCHes share one budget per peer
+connection, and what was dropped is said in the answer (``candidates_dropped``,
+``detail``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Annotated, Any, Literal
 
+from aiortc import RTCSessionDescription
 from aiortc.sdp import candidate_from_sdp
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
@@ -17,10 +25,18 @@ from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field,
 from server.api.auth import Owner, owns
 from server.api.client_json import check_depth
 from server.api.retry_after import retry_later, unavailable
+from server.media import sdp_guard
 from server.media.channel_signalling import MAX_RECEIVERS
-from server.session.registry import CapacityError, SessionRegistry
-from server.session.session import OfferError
-from server.settings import IceServer
+from server.media.sdp_guard import CandidatePolicy, Screened
+from server.session.registry import (
+    CapacityError,
+    ClientLimitError,
+    PeerBudget,
+    SessionRegistry,
+    StartRecord,
+)
+from server.session.session import OfferError, Session
+from server.settings import IceServer, Settings
 from server.storage.store import ClientInfo
 
 router = APIRouter(tags=["signalling"])
@@ -50,6 +66,8 @@ class AnswerResponse(BaseModel):
     sdp: str
     type: Literal["answer"] = "answer"
     pc_id: str
+    candidates_dropped: int = Field(0, description="Offered candidates refused (see detail).")
+    detail: str | None = Field(None, description="Why candidates were dropped, if any were.")
 
 
 class Candidate(BaseModel):
@@ -67,6 +85,8 @@ class CandidatesRequest(BaseModel):
 
 class StatusResponse(BaseModel):
     status: Literal["success"] = "success"
+    candidates_dropped: int = Field(0, description="Candidates refused (see detail).")
+    detail: str | None = Field(None, description="Why candidates were dropped, if any were.")
 
 
 class IceConfig(BaseModel):
@@ -130,20 +150,37 @@ Registry = Annotated[SessionRegistry, Depends(get_registry)]
 MAX_MEDIA_SECTIONS = MAX_RECEIVERS
 
 
-def check_sdp(sdp: str, max_bytes: int = 32768) -> None:
-    """Refuse SDP that is plainly not an offer we can answer, before aiortc parses it."""
-    size = len(sdp.encode(errors="replace"))
-    if size > max_bytes:
-        raise HTTPException(400, f"the SDP is too large: {size} bytes (limit {max_bytes})")
-    if not sdp.lstrip().startswith("v=0"):
-        raise HTTPException(400, "the SDP must start with v=0")
-    text = sdp.replace("\r\n", "\n")
-    if "\nm=audio " not in text:
-        raise HTTPException(400, "the SDP offer has no audio m-line")
-    if text.count("\nm=") > MAX_MEDIA_SECTIONS:
-        raise HTTPException(400, f"the SDP has more than {MAX_MEDIA_SECTIONS} media sections")
-    if "\x00" in sdp:
-        raise HTTPException(400, "the SDP contains a NUL character")
+def screen(registry: SessionRegistry, request: Request, sdp: str) -> Screened:
+    """The offer checked (400 for SDP we cannot answer), without the candidates this
+    client may not name, before aiortc parses it."""
+    settings = registry.settings
+    try:
+        lines = sdp_guard.check_offer(sdp, settings.max_sdp_bytes, MAX_MEDIA_SECTIONS)
+        return sdp_guard.screen_offer(sdp, lines, candidate_policy(settings, request))
+    except sdp_guard.SdpRefused as exc:
+        raise HTTPException(exc.status, str(exc)) from None
+
+
+def client_host(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+def candidate_policy(settings: Settings, request: Request) -> CandidatePolicy:
+    return CandidatePolicy.for_client(settings.allow_private_candidates, client_host(request))
+
+
+def too_many_candidates(limit: int) -> HTTPException:
+    return HTTPException(413, f"too many candidates for one peer connection (limit {limit})")
+
+
+def new_candidates(budget: PeerBudget, offer: Screened, limit: int) -> list[tuple[str, int, str]]:
+    """The offer's candidates not yet counted for this peer connection (a renegotiation
+    repeats its candidates: aioice ignores those, so they cost nothing); 413 when they
+    do not fit in its budget."""
+    new = [address for address in offer.named if address not in budget.named]
+    if budget.candidates + len(new) > limit:
+        raise too_many_candidates(limit)
+    return new
 
 
 def check_new_session_rate(registry: SessionRegistry, request: Request) -> None:
@@ -151,7 +188,7 @@ def check_new_session_rate(registry: SessionRegistry, request: Request) -> None:
     limiter = registry.new_session_rate
     if limiter is None:
         return
-    wait = limiter.take(request.client.host if request.client else "unknown")
+    wait = limiter.take(client_host(request) or "unknown")
     if wait > 0:
         per_minute = f"{registry.settings.session_rate_per_minute:g}"
         raise retry_later(
@@ -159,55 +196,68 @@ def check_new_session_rate(registry: SessionRegistry, request: Request) -> None:
         )
 
 
+def check_renegotiation_rate(registry: SessionRegistry, session: Session) -> None:
+    """429 with ``Retry-After`` when one peer connection renegotiates too often."""
+    wait = registry.renegotiation_rate.take(session.pc_id)
+    if wait > 0:
+        limit = f"limit {registry.settings.renegotiations_per_minute:g} per minute"
+        raise retry_later(429, f"too many renegotiations of this peer connection ({limit})", wait)
+
+
 def client_info(request: Request, owner: str | None) -> ClientInfo:
     return ClientInfo(
-        remote_addr=request.client.host if request.client else None,
+        remote_addr=client_host(request),
         user_agent=request.headers.get("user-agent"),
         credential=owner,
     )
 
 
-async def handle_offer(
+async def open_session(
     registry: SessionRegistry,
     body: OfferRequest,
     request: Request,
     owner: str | None,
-    start_id: str | None = None,
-) -> AnswerResponse:
-    check_sdp(body.sdp, registry.settings.max_sdp_bytes)
-    start = registry.starts.get(start_id) if start_id else None
-    if start_id and (start is None or not owns(start.owner, owner)):
-        raise HTTPException(404, f"unknown session id {start_id!r}")
-    # Another credential's pc_id is treated as unknown: a new session with a new id.
-    session = registry.get_owned(body.pc_id, owner) if body.pc_id else None
-    if session is not None and start is not None and session.start_id != start.session_id:
-        raise HTTPException(404, f"pc_id {body.pc_id!r} does not belong to this session")
-    fresh = session is None or body.restart_pc
-    if fresh and registry.draining:  # before a restart closes the old peer connection
-        raise unavailable("the server is shutting down", registry.settings)
-    if fresh and not (start is not None and start.pc_id is None):
+    start: StartRecord | None,
+    replaced: Session | None,
+    offer: Screened,
+) -> Session:
+    """A new session for this offer (``replaced``, restarted, closed first); refusals:
+    503 full or draining, 429 this client holds or opens too many, 413 candidates."""
+    settings = registry.settings
+    if registry.draining:  # before a restart closes the old peer connection
+        raise unavailable("the server is shutting down", settings)
+    if not (start is not None and start.pc_id is None):
         check_new_session_rate(registry, request)  # a /start's first offer was counted there
-    restarted = session.pc_id if session is not None and body.restart_pc else None
-    if session is not None and body.restart_pc:
-        await session.close("restart")
-    if fresh:
-        request_data = body.request_data
-        if request_data is None and start is not None:
-            request_data = start.request_data
-        try:
-            session = registry.create(
-                client_info(request, owner),
-                request_data=request_data,
-                pc_id=restarted,  # never an id the client made up
-                start=start,
-                owner=owner,
-            )
-        except CapacityError as exc:
-            raise unavailable(str(exc), registry.settings) from None
-    assert session is not None
+    new = new_candidates(PeerBudget(), offer, settings.max_session_candidates)
+    restarted = replaced.pc_id if replaced is not None else None
+    if replaced is not None:
+        await replaced.close("restart")
+    request_data = body.request_data
+    if request_data is None and start is not None:
+        request_data = start.request_data
+    try:
+        session = registry.create(
+            client_info(request, owner),
+            request_data=request_data,
+            pc_id=restarted,  # never an id the client made up
+            start=start,
+            owner=owner,
+        )
+    except CapacityError as exc:
+        raise unavailable(str(exc), settings) from None
+    except ClientLimitError as exc:
+        raise retry_later(429, str(exc), settings.retry_after) from None
+    registry.budget(session).charge(new)
+    return session
+
+
+async def negotiate(
+    registry: SessionRegistry, session: Session, sdp: str, fresh: bool
+) -> RTCSessionDescription:
+    """The answer to ``sdp``; a fresh session that cannot answer is closed."""
     try:
         async with asyncio.timeout(registry.settings.offer_timeout):
-            answer = await session.negotiate(body.sdp, body.type)
+            return await session.negotiate(sdp, "offer")
     except OfferError as exc:
         if fresh:
             await session.close("offer refused")
@@ -219,12 +269,46 @@ async def handle_offer(
         if fresh:
             await session.close("offer failed")
         raise
-    return AnswerResponse(sdp=answer.sdp, pc_id=session.pc_id)
+
+
+async def handle_offer(
+    registry: SessionRegistry,
+    body: OfferRequest,
+    request: Request,
+    owner: str | None,
+    start_id: str | None = None,
+) -> AnswerResponse:
+    offer = screen(registry, request, body.sdp)
+    start = registry.starts.get(start_id) if start_id else None
+    if start_id and (start is None or not owns(start.owner, owner)):
+        raise HTTPException(404, f"unknown session id {start_id!r}")
+    # Another credential's pc_id is treated as unknown: a new session with a new id.
+    session = registry.get_owned(body.pc_id, owner) if body.pc_id else None
+    if session is not None and start is not None and session.start_id != start.session_id:
+        raise HTTPException(404, f"pc_id {body.pc_id!r} does not belong to this session")
+    fresh = session is None or body.restart_pc
+    if fresh:
+        session = await open_session(registry, body, request, owner, start, session, offer)
+    else:
+        assert session is not None
+        check_renegotiation_rate(registry, session)
+        budget = registry.budget(session)
+        budget.charge(new_candidates(budget, offer, registry.settings.max_session_candidates))
+    answer = await negotiate(registry, session, offer.sdp, fresh)
+    if fresh:
+        registry.answered(session)  # from now on it has connect_timeout to connect
+    return AnswerResponse(
+        sdp=answer.sdp,
+        pc_id=session.pc_id,
+        candidates_dropped=sum(offer.refused.values()),
+        detail=offer.note(),
+    )
 
 
 async def handle_candidates(
     registry: SessionRegistry,
     body: CandidatesRequest,
+    request: Request,
     owner: str | None,
     start_id: str | None = None,
 ) -> StatusResponse:
@@ -236,13 +320,12 @@ async def handle_candidates(
         raise HTTPException(
             413, f"too many candidates: {len(body.candidates)} (limit {settings.max_candidates})"
         )
-    if session.candidates_added + len(body.candidates) > settings.max_session_candidates:
-        raise HTTPException(
-            413,
-            f"too many candidates for one peer connection (limit "
-            f"{settings.max_session_candidates})",
-        )
-    session.candidates_added += len(body.candidates)
+    budget = registry.budget(session)
+    if budget.candidates + len(body.candidates) > settings.max_session_candidates:
+        raise too_many_candidates(settings.max_session_candidates)
+    budget.candidates += len(body.candidates)  # every item: each is work, whatever it says
+    policy = candidate_policy(settings, request)
+    refused: Counter[str] = Counter()
     for item in body.candidates:
         text = item.candidate.strip().removeprefix("candidate:")
         if not text:
@@ -252,13 +335,20 @@ async def handle_candidates(
             candidate = candidate_from_sdp(text)
         except Exception:
             raise HTTPException(400, f"invalid ICE candidate: {item.candidate[:120]!r}") from None
+        reason = policy.refusal(candidate.ip, candidate.port)
+        if reason is not None:
+            refused[reason] += 1
+            continue
+        budget.named.add((candidate.ip, candidate.port, candidate.protocol.lower()))
         candidate.sdpMid = item.sdp_mid
         candidate.sdpMLineIndex = item.sdp_mline_index
         if candidate.sdpMid is None and candidate.sdpMLineIndex is None:
             candidate.sdpMLineIndex = 0
         await session.add_candidate(candidate)
     session.touch()
-    return StatusResponse()
+    return StatusResponse(
+        candidates_dropped=sum(refused.values()), detail=sdp_guard.refusal_note(refused)
+    )
 
 
 @router.post("/api/offer", response_model=AnswerResponse, responses=ERRORS)
@@ -270,9 +360,11 @@ async def post_offer(
 
 
 @router.patch("/api/offer", response_model=StatusResponse, responses=ERRORS)
-async def patch_offer(body: CandidatesRequest, registry: Registry, owner: Owner) -> StatusResponse:
+async def patch_offer(
+    body: CandidatesRequest, request: Request, registry: Registry, owner: Owner
+) -> StatusResponse:
     """Add trickled ICE candidates to a peer connection."""
-    return await handle_candidates(registry, body, owner)
+    return await handle_candidates(registry, body, request, owner)
 
 
 @router.post("/start", response_model=StartResponse, responses=ERRORS)
@@ -283,9 +375,11 @@ async def start(
     body = body or StartRequest()
     check_new_session_rate(registry, request)
     try:
-        record = registry.start(body.app_data(), owner=owner)
+        record = registry.start(body.app_data(), owner=owner, address=client_host(request))
     except CapacityError as exc:
         raise unavailable(str(exc), registry.settings) from None
+    except ClientLimitError as exc:
+        raise retry_later(429, str(exc), registry.settings.retry_after) from None
     return StartResponse(
         sessionId=record.session_id, iceConfig=IceConfig(iceServers=registry.settings.ice_servers)
     )
@@ -301,7 +395,7 @@ async def post_session_offer(
 
 @router.patch("/sessions/{session_id}/api/offer", response_model=StatusResponse, responses=ERRORS)
 async def patch_session_offer(
-    session_id: str, body: CandidatesRequest, registry: Registry, owner: Owner
+    session_id: str, body: CandidatesRequest, request: Request, registry: Registry, owner: Owner
 ) -> StatusResponse:
     """``PATCH /api/offer`` for a session made by ``/start``."""
-    return await handle_candidates(registry, body, owner, start_id=session_id)
+    return await handle_candidates(registry, body, request, owner, start_id=session_id)

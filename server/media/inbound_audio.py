@@ -7,11 +7,22 @@ receiver's decoder queue and decodes on the event loop, in mono, as frames leave
 jitter buffer, then resamples to 16 kHz (ffmpeg's libopus always decodes at 48 kHz); the
 receiver's decoder thread is told to end at once.
 
-Both hooks use aiortc's private names; aiortc is pinned and tests check them.
+Before any of that, a session's :class:`PacketGate` caps the audio packets its receivers
+take in: every packet admitted is decoded, echo-cancelled and fed to the VAD on the event
+loop, so a client sending 2,500 packets a second (50 is a 20 ms Opus stream) would take
+the loop for itself. The gate wraps each receiver's ``_handle_rtp_packet`` (what aiortc's
+DTLS transport calls with every authenticated, parsed RTP packet), so the excess is
+dropped before the bitrate estimator, the jitter buffer and the decoder see it: a
+dropped packet costs a clock read. Upstream would need a per-receiver packet budget (or a
+hook before the jitter buffer); aiortc 1.16 has neither.
+
+The hooks use aiortc's private names; aiortc is pinned and tests check them
+(tests/test_inbound_audio.py, tests/test_inbound_rate.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,12 +33,70 @@ from av import CodecContext, Packet
 from loguru import logger
 
 from pipeline.resampling import StreamResampler
+from server.api.rate_limit import Clock, TokenBucket
 
 RATE = 16000
 
 _JITTER = "_RTCRtpReceiver__jitter_buffer"
 _QUEUE = "_RTCRtpReceiver__decoder_queue"
 _THREAD = "_RTCRtpReceiver__decoder_thread"
+_HANDLE_RTP = "_handle_rtp_packet"  # what RTCDtlsTransport calls with each RTP packet
+
+
+class PacketGate:
+    """The inbound audio packets one session may take in: ``rate`` a second on average,
+    ``burst`` at once (a token bucket shared by all its audio receivers: they all feed the
+    one voice pipeline, so a second audio track must not double the budget).
+
+    A packet over the budget is dropped and counted; the first drop calls ``on_flood``
+    with what to tell the client (once per session: a flood is a stream of drops), and
+    every drop ``on_drop`` (a metric's ``inc``) when set."""
+
+    __slots__ = ("_bucket", "dropped", "on_drop", "on_flood", "rate")
+
+    def __init__(
+        self,
+        rate: float,
+        burst: int,
+        on_flood: Callable[[str], None] | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.rate = rate
+        self._bucket = TokenBucket(rate, burst, clock)
+        self.dropped = 0
+        self.on_flood = on_flood
+        self.on_drop: Callable[[], None] | None = None
+
+    def admit(self) -> bool:
+        """Whether one more packet may go on; counts it when it may not."""
+        if self._bucket.take() == 0.0:
+            return True
+        self.dropped += 1
+        if self.on_drop is not None:
+            self.on_drop()
+        if self.dropped == 1 and self.on_flood is not None:
+            error = (
+                f"audio packets arrive faster than {self.rate:g} a second: the excess is "
+                "dropped (20 ms audio is 50 a second)"
+            )
+            try:  # this runs in aiortc's DTLS receive loop, which an exception would end
+                self.on_flood(error)
+            except Exception as exc:
+                logger.opt(exception=exc).warning("inbound audio: telling of a flood failed")
+        return False
+
+    def guard(self, receiver: RTCRtpReceiver) -> None:
+        """Make ``receiver`` drop the packets over the budget before handling them (once)."""
+        handle = getattr(receiver, _HANDLE_RTP)
+        if getattr(handle, "packet_gate", None) is not None:
+            return
+
+        async def gated(packet: Any, arrival_time_ms: int) -> None:
+            if self.admit():
+                await handle(packet, arrival_time_ms=arrival_time_ms)
+
+        gated.packet_gate = self  # type: ignore[attr-defined]
+        setattr(receiver, _HANDLE_RTP, gated)
 
 
 def set_jitter_prefetch(receiver: RTCRtpReceiver, frames: int) -> None:
@@ -49,6 +118,9 @@ class InboundAudio:
     samples, so fixed 20 ms frames would each wait for the next packet, 20 ms of latency
     on every turn and every barge-in. Consumers (VAD, transcriber) take any length.
 
+    With a ``gate``, packets over the session's budget are dropped before the jitter
+    buffer (see :class:`PacketGate`).
+
     ``put`` runs inside aiortc's DTLS receive loop, which an exception ends (and the call
     with it). So nothing raises out of it: a frame that fails to decode is dropped and
     counted, and what ``on_frame`` raises goes to ``on_error`` (logged when unset)."""
@@ -57,6 +129,7 @@ class InboundAudio:
         self,
         on_frame: Callable[[bytes], None],
         on_error: Callable[[Exception], None] | None = None,
+        gate: PacketGate | None = None,
     ) -> None:
         self.on_frame = on_frame
         self.on_error = on_error
@@ -67,9 +140,13 @@ class InboundAudio:
         self._opus.sample_rate = 48000
         self._other: Any = None  # aiortc's decoder of another codec (G.711), if chosen
         self._resampler = StreamResampler(RATE)
+        self._gate = gate
 
     def attach(self, receiver: RTCRtpReceiver) -> None:
-        """Take over decoding for ``receiver`` (before or after it has started)."""
+        """Take over decoding for ``receiver`` (before or after it has started), behind
+        the packet gate when there is one."""
+        if self._gate is not None:
+            self._gate.guard(receiver)
         thread = getattr(receiver, _THREAD)
         if thread is not None:  # already started: end its thread through its own queue
             getattr(receiver, _QUEUE).put(None)

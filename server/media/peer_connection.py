@@ -7,17 +7,25 @@ from typing import Any
 
 from aiortc import RTCBundlePolicy, RTCConfiguration, RTCIceServer, RTCPeerConnection
 
+from server.media import sctp_limits
 from server.ops.process_stats import watch_peer_connection
 from server.settings import IceServer
+from server.settings.limits_channel import ChannelLimitSettings
+
+sctp_limits.install()  # bounds on what a peer can make SCTP hold (see that module)
 
 
-def create_peer_connection(ice_servers: list[IceServer]) -> RTCPeerConnection:
-    """A peer connection using only the configured ICE servers, bundled on one transport."""
+def create_peer_connection(
+    ice_servers: list[IceServer], limits: ChannelLimitSettings | None = None
+) -> RTCPeerConnection:
+    """A peer connection using only the configured ICE servers, bundled on one transport,
+    its SCTP association held to ``limits`` (the defaults if None)."""
     servers = [
         RTCIceServer(urls=s.urls, username=s.username, credential=s.credential) for s in ice_servers
     ]
     config = RTCConfiguration(iceServers=servers, bundlePolicy=RTCBundlePolicy.MAX_BUNDLE)
-    return watch_peer_connection(RTCPeerConnection(configuration=config))
+    sctp = sctp_limits.SctpLimits.from_settings(limits)
+    return watch_peer_connection(sctp_limits.LimitedPeerConnection(config, sctp))
 
 
 def release_peer_connection(pc: RTCPeerConnection) -> None:

@@ -4,6 +4,10 @@ Every line logged on behalf of a session carries its id (``session``: the ``pc_i
 the session runs its tasks and callbacks inside ``logger.contextualize(session=...)``.
 In JSON mode the standard-library loggers (uvicorn, aiortc, aioice) are routed through
 loguru as well, so that every line of the process is JSON.
+
+No handler is ever added with loguru's ``diagnose`` (its default): it annotates a
+traceback with the value of every local variable, which puts what clients sent (messages,
+transcripts, app data) into the logs. Tracebacks keep file, line and code only.
 """
 
 from __future__ import annotations
@@ -78,13 +82,17 @@ def text_format(record: dict[str, Any]) -> str:
     return TEXT_FORMAT + session + "<level>{message}</level>\n{exception}"
 
 
+# Every handler: no variable values in tracebacks (client data), no frames above the catch.
+SAFE_TRACEBACKS: dict[str, Any] = {"diagnose": False, "backtrace": False}
+
+
 def configure_logging(level: str, as_json: bool, stream: TextIO = sys.stderr) -> None:
     """Replace loguru's default sink; in JSON mode, route stdlib logging through it."""
     logger.remove()
     if not as_json:
-        logger.add(stream, level=level, format=text_format)
+        logger.add(stream, level=level, format=text_format, **SAFE_TRACEBACKS)
         return
-    logger.add(JSONSink(stream).write, level=level, format="{message}", backtrace=False)
+    logger.add(JSONSink(stream).write, level=level, format="{message}", **SAFE_TRACEBACKS)
     std_level = logging.DEBUG if level in ("TRACE", "DEBUG") else logging.getLevelName(level)
     logging.basicConfig(handlers=[InterceptHandler()], level=logging.WARNING, force=True)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):

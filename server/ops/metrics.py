@@ -75,6 +75,11 @@ class ServerMetrics:
             registry=r,
         )
         self.lag_monitor = LoopLagMonitor(self.loop_lag.observe)
+        self.audio_packets_dropped = Counter(
+            "parley_audio_packets_dropped_total",
+            "Inbound audio packets dropped over a session's rate (PARLEY_AUDIO_PACKET_RATE).",
+            registry=r,
+        )
         process = ProcReader(registry=r)  # process_cpu_seconds_total, process_open_fds, ...
         self.live = LiveGauges(self.lag_monitor, process)
         r.register(self.live)
@@ -98,6 +103,7 @@ class ServerMetrics:
 
     def session_opened(self, session: Session) -> None:
         self.sessions.created.inc()
+        session.audio_gate.on_drop = self.audio_packets_dropped.inc
         SessionObserver(self.turns, self.timing, self.services, session)
 
     def session_closed(self, session: Session) -> None:

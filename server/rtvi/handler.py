@@ -9,18 +9,27 @@ in a :class:`ClientMessages` (the app's is ``app.state.client_messages``)::
         return {"forecast": "sunny"}  # → server-response {t: "weather", d: ...}
 
 A handler that raises answers ``error-response``; an unknown ``t`` does too.
+
+Every request is answered: a reply too large for the data channel (over
+``max_reply_bytes``, the size every peer accepts unless it says otherwise, RFC 8841) or
+that cannot be serialized is an ``error-response`` saying so, not a message that aiortc
+refuses and the client never sees. A typed text past the session's typed-turn budget is
+refused the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from loguru import logger
 
+from pipeline.agent import Agent, call_user_function
 from pipeline.client_tools import ClientToolError
+from pipeline.turn_merge import TypedTextRefused
 from pipeline.ui_protocol import UI_CLIENT_TYPES
 from server import __version__
 from server.rtvi import protocol
@@ -35,6 +44,9 @@ from server.rtvi.protocol import (
 
 # How long an app's client-message handler may take (the official client waits 10 s).
 CLIENT_MESSAGE_TIMEOUT = 9.0
+# The largest reply sent: the maximum message size a peer that advertises none accepts
+# (RFC 8841, section 6); aiortc refuses larger sends to such a peer.
+MAX_REPLY_BYTES = 65536
 
 
 class RTVISession(Protocol):
@@ -120,6 +132,17 @@ class ClientMessages(dict[str, ClientMessageHandler]):
         self.pop(t, None)
 
 
+def add_agent_handlers(handlers: ClientMessages, agent: Agent) -> None:
+    """Serve the agent's ``on_client_message`` hooks, given the call's context; the
+    agent's win over the built-in handlers of the same type."""
+    for t, hook in agent.client_message_handlers.items():
+
+        async def serve(session: RTVISession, d: Any, hook: Any = hook) -> Any:
+            return await call_user_function(hook, getattr(session, "call_context", None), d)
+
+        handlers.register(t, serve, replace=True)
+
+
 class RTVIHandler:
     """Dispatches validated client messages; anything invalid gets an error, never a crash."""
 
@@ -128,10 +151,12 @@ class RTVIHandler:
         session: RTVISession,
         client_message_handlers: dict[str, ClientMessageHandler],
         max_text_chars: int = 4096,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self._session = session
         self._handlers = client_message_handlers
         self._max_text_chars = max_text_chars
+        self._max_reply_bytes = max_reply_bytes
         self.ready = False
         # Told of every error reported to the client (the record keeps them, metrics count them).
         self.error_listeners: list[Callable[[RTVIError], None]] = []
@@ -148,15 +173,7 @@ class RTVIHandler:
             elif isinstance(data, ClientMessageData):
                 self._session.spawn(self._client_message(envelope.id, data), "client-message")
             elif isinstance(data, SendTextData):
-                if not data.content.strip():
-                    raise RTVIError("send-text content is empty", envelope.id)
-                if len(data.content) > self._max_text_chars:
-                    raise RTVIError(
-                        f"send-text content too long: {len(data.content)} characters "
-                        f"(limit {self._max_text_chars})",
-                        envelope.id,
-                    )
-                self._session.send_text(data)
+                self._send_text(envelope.id, data)
             elif isinstance(data, FunctionCallResultData):
                 try:
                     self._session.client_tool_result(data)
@@ -194,17 +211,26 @@ class RTVIHandler:
         else:
             logger.opt(exception=exc).error("rtvi: {} failed", where)
 
-    def _client_ready(self, envelope: Envelope, data: ClientReadyData) -> None:
-        if protocol.version_major(data.version) not in protocol.SUPPORTED_MAJORS:
-            # Still serve: an unknown version is reported, not refused.
-            self.report(
-                RTVIError(
-                    f"unsupported RTVI version {data.version!r}; "
-                    f"this server speaks {protocol.PROTOCOL_VERSION} (majors 1 and 2)",
-                    envelope.id,
-                    "unsupported RTVI version",
-                )
+    def _send_text(self, msg_id: str, data: SendTextData) -> None:
+        if not data.content.strip():
+            raise RTVIError("send-text content is empty", msg_id)
+        if len(data.content) > self._max_text_chars:
+            raise RTVIError(
+                f"send-text content too long: {len(data.content)} characters "
+                f"(limit {self._max_text_chars})",
+                msg_id,
             )
+        try:
+            self._session.send_text(data)
+        except TypedTextRefused as exc:
+            raise RTVIError(str(exc), msg_id, "too many typed turns") from None
+
+    def _client_ready(self, envelope: Envelope, data: ClientReadyData) -> None:
+        error = protocol.version_error(data.version)
+        if error is not None:
+            # Still serve: an odd or unknown version is reported, not refused.
+            reason = error.split(" ", 2)[0] + " RTVI version"  # invalid / unsupported
+            self.report(RTVIError(error, envelope.id, reason))
         self._session.set_client(data)
         self.ready = True
         about = {"library": "parley", "library_version": __version__}
@@ -223,8 +249,28 @@ class RTVIHandler:
             error = f"client-message {data.t!r} timed out"
             self.report(RTVIError(error, msg_id, "client-message timed out"))
         except Exception as exc:
-            logger.exception("client-message handler {!r} failed", data.t)
+            # The app's fault, counted and logged now and then (a client can repeat it).
+            self._fault(f"client-message handler {data.t!r}", exc)
             error = f"client-message {data.t!r} failed: {exc}"
             self.report(RTVIError(error, msg_id, "client-message failed"))
         else:
-            self._session.send(protocol.server_response(msg_id, data.t, result))
+            self._reply(msg_id, data.t, result)
+
+    def _reply(self, msg_id: str, t: str, result: Any) -> None:
+        """Send a handler's result, or an ``error-response`` saying why it cannot go."""
+        try:
+            reply = protocol.server_response(msg_id, t, result)
+            # Measured as the channel sends it (ASCII JSON: characters are bytes).
+            size = len(json.dumps(reply, separators=(",", ":")))
+        except (ValueError, TypeError, RecursionError) as exc:
+            error = f"client-message {t!r}: the reply is not JSON: {exc}"
+            self.report(RTVIError(error[:300], msg_id, "reply not JSON"))
+            return
+        if size > self._max_reply_bytes:
+            error = (
+                f"client-message {t!r}: the reply is too large: {size} bytes "
+                f"(limit {self._max_reply_bytes})"
+            )
+            self.report(RTVIError(error, msg_id, "reply too large"))
+            return
+        self._session.send(reply)

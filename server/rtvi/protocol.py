@@ -13,6 +13,7 @@ carries the message id (when there was one) so the answer can be an ``error-resp
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
@@ -153,10 +154,30 @@ def parse_data(envelope: Envelope) -> BaseModel:
         raise RTVIError(f"invalid {envelope.type} data: {_first_error(exc)}", envelope.id) from None
 
 
+# ``major[.minor[.patch]]`` in ASCII digits, with an optional semver suffix. ASCII only:
+# ``str.isdigit`` takes "²" or "٣", which ``int`` then refuses.
+VERSION = re.compile(r"([0-9]{1,9})(?:\.[0-9]{1,9}){0,2}(?:[-+][0-9A-Za-z.+-]{1,64})?", re.ASCII)
+
+
 def version_major(version: str | None) -> int | None:
-    """The major number of a ``x.y.z`` version string, or None if it has none."""
-    head = (version or "").split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+    """The major number of a ``x.y.z`` version string, or None if it is no such version."""
+    match = VERSION.fullmatch(version or "")
+    return int(match.group(1)) if match else None
+
+
+def version_error(version: str | None) -> str | None:
+    """What is wrong with a client's announced protocol version (None: nothing)."""
+    if version is not None and VERSION.fullmatch(version) is None:
+        return (
+            f"invalid RTVI version {version[:40]!r}: expected major.minor.patch in "
+            f"ASCII digits, e.g. {PROTOCOL_VERSION}"
+        )
+    if version_major(version) not in SUPPORTED_MAJORS:
+        return (
+            f"unsupported RTVI version {version!r}; "
+            f"this server speaks {PROTOCOL_VERSION} (majors 1 and 2)"
+        )
+    return None
 
 
 def message(type_: str, data: Any = None, msg_id: str | None = None) -> dict[str, Any]:

@@ -41,6 +41,7 @@ class SystemLogForwarder:
             format="{message}",
             filter=lambda record: record["extra"].get(SESSION_KEY) == pc_id,
             catch=True,
+            diagnose=False,  # no variable values in tracebacks (server/ops/logs.py)
         )
 
     def _sink(self, message: Any) -> None:

@@ -1,4 +1,13 @@
-"""The live sessions of this server: capacity, lookup, liveness, shutdown."""
+"""The live sessions of this server: capacity, lookup, liveness, shutdown.
+
+Capacity is shared, so it is also divided: one client may not hold every slot. Per
+client address, per network (its /24 or /64: rotating addresses stay in one) and per API
+key (when there are several), the sessions held and those *pending* (a peer connection
+still connecting, a ``/start`` id still waiting for its offer) are capped; past a cap
+the client gets a 429 while everyone else still gets in. A pending session is cheap to
+make and costs a slot: a peer connection that has not completed ICE and DTLS
+``connect_timeout`` seconds after its answer is closed, however often it is touched.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +20,12 @@ from typing import Any, Protocol
 from loguru import logger
 
 from server.api.auth import owns
-from server.api.rate_limit import KeyedRateLimiter
+from server.api.rate_limit import KeyedRateLimiter, client_keys
 from server.ops.heap import release_memory
 from server.rtvi.handler import ClientMessageHandler
 from server.rtvi.ui_worker import UIEventHandler
 from server.session.services import Services
-from server.session.session import Session
+from server.session.session import Session, SessionState
 from server.settings import Settings
 from server.storage.store import ClientInfo, TranscriptStore
 
@@ -24,6 +33,8 @@ from server.storage.store import ClientInfo, TranscriptStore
 STARTS_PER_SLOT = 4
 # Seconds after the last session closed before memory is given back.
 COLLECT_DELAY = 0.5
+# What the pending caps count, as a refusal names it.
+PENDING = "sessions connecting or waiting for an offer"
 
 
 class CapacityError(Exception):
@@ -32,6 +43,16 @@ class CapacityError(Exception):
 
 class ShuttingDown(CapacityError):
     """The server is draining: it takes no new session (a 503, like a full server)."""
+
+
+class ClientLimitError(Exception):
+    """One client (address, network or API key) holds all it may: a 429, not a full server."""
+
+
+def _cap(held: int, limit: int | None, what: str) -> None:
+    """Raise ClientLimitError when ``held`` reached ``limit`` (0 or None: no cap)."""
+    if limit and held >= limit:
+        raise ClientLimitError(f"too many {what} (limit {limit})")
 
 
 @dataclass
@@ -43,6 +64,30 @@ class StartRecord:
     created: float = field(default_factory=time.monotonic)
     pc_id: str | None = None
     owner: str | None = None
+    address: str | None = None  # the client's, for the per-client caps
+
+
+@dataclass
+class PeerBudget:
+    """What one peer connection has used of its signalling budget."""
+
+    candidates: int = 0  # PATCH items, and the distinct candidates of its offers
+    named: set[tuple[str, int, str]] = field(default_factory=set)  # already counted
+    connect_by: float | None = None  # monotonic: complete ICE and DTLS by then, or close
+
+    def charge(self, new: list[tuple[str, int, str]]) -> None:
+        """Count candidates not counted before (``new``)."""
+        self.candidates += len(new)
+        self.named.update(new)
+
+
+@dataclass
+class Held:
+    """What one client holds: sessions, and of them and the /start ids, those pending."""
+
+    sessions: int = 0
+    pending: int = 0
+    starts: int = 0
 
 
 def new_id(prefix: str = "") -> str:
@@ -78,6 +123,7 @@ class SessionRegistry:
         self.ui_event_handlers: dict[str, UIEventHandler] = {}
         self.sessions: dict[str, Session] = {}
         self.starts: dict[str, StartRecord] = {}
+        self.budgets: dict[str, PeerBudget] = {}  # by pc_id, as long as the session lives
         self.total_created = 0
         self.listeners: list[SessionListener] = []
         self.draining = False
@@ -86,6 +132,10 @@ class SessionRegistry:
             KeyedRateLimiter(settings.session_rate_per_minute / 60.0, settings.session_burst)
             if settings.session_rate_per_minute > 0
             else None
+        )
+        # Offers on a known pc_id: each makes aiortc re-read the SDP and its candidates.
+        self.renegotiation_rate = KeyedRateLimiter(
+            settings.renegotiations_per_minute / 60.0, settings.renegotiation_burst
         )
 
     def __len__(self) -> int:
@@ -112,6 +162,7 @@ class SessionRegistry:
             raise ShuttingDown("the server is shutting down")
         if len(self.sessions) >= self.settings.max_sessions:
             raise CapacityError(f"all {self.settings.max_sessions} session slots are in use")
+        self._check_session_caps(client.remote_addr, owner, start)
         pc_id = pc_id or new_id(self.settings.replica_id)
         session = Session(
             pc_id,
@@ -129,6 +180,7 @@ class SessionRegistry:
         if start is not None:
             start.pc_id = pc_id
         self.sessions[pc_id] = session
+        self.budgets[pc_id] = PeerBudget()
         self.total_created += 1
         for listener in self.listeners:
             listener.session_opened(session)
@@ -137,6 +189,8 @@ class SessionRegistry:
     def _remove(self, session: Session) -> None:
         if self.sessions.get(session.pc_id) is session:
             del self.sessions[session.pc_id]
+            self.budgets.pop(session.pc_id, None)
+            self.renegotiation_rate.forget(session.pc_id)
             if not self.sessions:
                 # Soon, once the closing session's own frames have let go of it.
                 asyncio.get_running_loop().call_later(COLLECT_DELAY, self._collect_if_idle)
@@ -169,15 +223,22 @@ class SessionRegistry:
 
     # -- /start ----------------------------------------------------------------------
 
-    def start(self, request_data: Any, owner: str | None = None) -> StartRecord:
-        """Register a ``POST /start`` session id; raises CapacityError when too many wait."""
+    def start(
+        self, request_data: Any, owner: str | None = None, address: str | None = None
+    ) -> StartRecord:
+        """Register a ``POST /start`` session id; raises CapacityError when too many wait,
+        ClientLimitError when this client (``address``, ``owner``) holds too many."""
         if self.draining:
             raise ShuttingDown("the server is shutting down")
         self.expire_starts()
         if len(self.starts) >= STARTS_PER_SLOT * self.settings.max_sessions:
             raise CapacityError("too many sessions are waiting for an offer")
+        self._check_start_caps(address, owner)
         record = StartRecord(
-            session_id=new_id(self.settings.replica_id), request_data=request_data, owner=owner
+            session_id=new_id(self.settings.replica_id),
+            request_data=request_data,
+            owner=owner,
+            address=address,
         )
         self.starts[record.session_id] = record
         return record
@@ -205,6 +266,7 @@ class SessionRegistry:
                 # still waiting to be read, so silence now proves nothing.
                 continue
             self._close_silent(now, timeout)
+            self._close_unconnected(now)
             self.expire_starts()
 
     def _close_silent(self, now: float, timeout: float) -> None:
@@ -216,3 +278,81 @@ class SessionRegistry:
                     "session {}: no sign of life for {:.1f} s", session.pc_id, timeout
                 )
                 session.request_close("liveness lost")
+
+    # -- a peer connection's budget and deadline ---------------------------------------------
+
+    def budget(self, session: Session) -> PeerBudget:
+        """The signalling budget of ``session``'s peer connection."""
+        return self.budgets.setdefault(session.pc_id, PeerBudget())
+
+    def answered(self, session: Session) -> None:
+        """A new peer connection got its answer: it has ``connect_timeout`` to connect."""
+        budget = self.budget(session)
+        if budget.connect_by is None:
+            budget.connect_by = time.monotonic() + self.settings.connect_timeout
+
+    def _close_unconnected(self, now: float) -> None:
+        for pc_id, budget in list(self.budgets.items()):
+            session = self.sessions.get(pc_id)
+            due = budget.connect_by
+            if session is None or due is None or now < due:
+                continue
+            if session.state == SessionState.CONNECTING:
+                timeout = self.settings.connect_timeout
+                logger.bind(session=pc_id).info(
+                    "session {}: not connected {:g} s after its answer", pc_id, timeout
+                )
+                session.request_close("never connected")
+            budget.connect_by = None  # connected (or closing): checked once
+
+    # -- per-client caps ----------------------------------------------------------------
+
+    def held(
+        self, address: str | None, owner: str | None, skip: StartRecord | None = None
+    ) -> dict[str, Held]:
+        """What the client at ``address`` holds per ``address``, ``network`` and ``key``
+        (the key's only with a credential), the /start id ``skip`` left out."""
+        mine, network = client_keys(address)
+        held = {"address": Held(), "network": Held(), "key": Held()}
+
+        def count(addr: str | None, key: str | None, pending: bool, session: bool) -> None:
+            theirs, their_network = client_keys(addr)
+            scopes = (theirs == mine, their_network == network, owner is not None and key == owner)
+            for scope, hit in zip(held.values(), scopes, strict=True):
+                if hit:
+                    scope.sessions += session
+                    scope.starts += not session
+                    scope.pending += pending
+
+        for session in self.sessions.values():
+            connecting = session.state == SessionState.CONNECTING
+            count(session.client.remote_addr, session.owner, connecting, True)
+        for record in self.starts.values():
+            if record.pc_id is None and record is not skip:
+                count(record.address, record.owner, True, False)
+        return held
+
+    def _key_cap(self, of: int) -> int | None:
+        """A key's share of ``of`` when several keys divide the server, else None."""
+        if len(self.settings.api_keys) < 2:
+            return None  # one key is everyone's: its cap is the server's
+        return max(1, int(self.settings.key_session_share * of))
+
+    def _check_session_caps(
+        self, address: str | None, owner: str | None, start: StartRecord | None
+    ) -> None:
+        held = self.held(address, owner, skip=start)  # the /start id becomes this session
+        s = self.settings
+        _cap(held["address"].sessions, s.max_sessions_per_address, "sessions from this address")
+        _cap(held["network"].sessions, s.max_sessions_per_network, "sessions from this network")
+        _cap(held["address"].pending, s.max_pending_per_address, PENDING + " from this address")
+        _cap(held["network"].pending, s.max_pending_per_network, PENDING + " from this network")
+        _cap(held["key"].sessions, self._key_cap(s.max_sessions), "sessions for this API key")
+
+    def _check_start_caps(self, address: str | None, owner: str | None) -> None:
+        held = self.held(address, owner)
+        s = self.settings
+        _cap(held["address"].pending, s.max_pending_per_address, PENDING + " from this address")
+        _cap(held["network"].pending, s.max_pending_per_network, PENDING + " from this network")
+        starts = self._key_cap(STARTS_PER_SLOT * s.max_sessions)
+        _cap(held["key"].starts, starts, "sessions waiting for an offer for this API key")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
+from pipeline.agent import Agent
 from pipeline.builtin_tools import default_registry
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.embedded import EmbeddedModels
@@ -21,9 +22,13 @@ from pipeline.services.retry import RetryPolicy
 from pipeline.services.stt import STTService
 from pipeline.services.tts import TTSService
 from pipeline.silero import SileroModel
+from pipeline.tool_sources.http import HTTPTools
 from pipeline.tools import ToolRegistry, ToolSpec
 from pipeline.turn_scorer import TurnScorer
 from server.settings import ClientToolDefinition, Settings
+
+if TYPE_CHECKING:  # the MCP SDK takes ~1.5 s to import: only when servers are configured
+    from pipeline.tool_sources.mcp import MCPTools
 
 
 @dataclass
@@ -37,6 +42,29 @@ class Services:
     embedded: EmbeddedModels | None
     vad: SileroModel
     turn_scorer: TurnScorer | None = None  # the end-of-turn model (adaptive turn end)
+    agent: Agent | None = None  # the agent file's (PARLEY_AGENT): every call starts with it
+    mcp: MCPTools | None = None  # MCP tool servers, one connection each for every call
+    http_tools: HTTPTools | None = None
+
+    async def start_tool_sources(self) -> None:
+        """Connect the MCP servers and register their tools (after the app's own tools, so
+        that a clash renames the MCP tool, not the app's)."""
+        if self.mcp is not None:
+            await self.mcp.start()
+
+    def tool_sources_status(self) -> dict[str, Any]:
+        """What /health shows of the tool sources."""
+        out: dict[str, Any] = {}
+        if self.mcp is not None:
+            out["mcp"] = self.mcp.status()
+        if self.http_tools is not None:
+            out["http"] = [spec.name for spec in self.http_tools.specs()]
+        if self.agent is not None:
+            out["agent"] = {"name": self.agent.name, "tools": [t.name for t in self.agent.tools]}
+        return out
+
+    def failing_tool_sources(self) -> list[str]:
+        return self.mcp.failing() if self.mcp is not None else []
 
     def circuits(self) -> dict[str, Any]:
         """The circuit breakers of the remote services, for /health."""
@@ -75,6 +103,9 @@ class Services:
         return isinstance(getattr(self, role), LocalSTT | LocalLLM | LocalTTS)
 
     async def aclose(self) -> None:
+        for source in (self.mcp, self.http_tools):
+            if source is not None:
+                await source.aclose()
         for service in (self.stt, self.llm, self.tts):
             close = getattr(service, "aclose", None)
             if close is not None:
@@ -85,8 +116,9 @@ class Services:
             self.turn_scorer.shutdown()
 
 
-def build_services(settings: Settings) -> Services:
-    """The STT, LLM and TTS the settings ask for; embedded models load lazily."""
+def build_services(settings: Settings, agent: Agent | None = None) -> Services:
+    """The STT, LLM and TTS the settings ask for, and the shared tools (built-in,
+    client-side, HTTP, MCP: the agent's are per call); embedded models load lazily."""
     embedded = None
     if "local" in (settings.provider("stt"), settings.provider("llm"), settings.provider("tts")):
         embedded = EmbeddedModels.shared()
@@ -100,9 +132,44 @@ def build_services(settings: Settings) -> Services:
     tools = default_registry(demo_tools=settings.demo_tools)
     for definition in settings.client_tools:
         tools.register(client_tool_spec(definition, settings.client_tool_timeout))
+    if agent is not None:
+        _announce(agent, llm)
+    http = _http_tools(settings, agent, tools)
+    mcp_configs = [*settings.mcp_servers, *(agent.mcp_servers if agent else ())]
+    mcp = None
+    if mcp_configs:
+        from pipeline.tool_sources.mcp import MCPTools
+
+        mcp = MCPTools(mcp_configs, tools)
     # Loaded (and its file checked) now: a missing model stops the start, not a turn.
     scorer = TurnScorer() if settings.turn_end == "adaptive" else None
-    return Services(stt, llm, tts, tools, embedded, SileroModel.shared(), scorer)
+    services = Services(stt, llm, tts, tools, embedded, SileroModel.shared(), scorer)
+    services.agent, services.mcp, services.http_tools = agent, mcp, http
+    return services
+
+
+def _announce(agent: Agent, llm: LLMService) -> None:
+    names = [spec.name for spec in agent.tools]
+    logger.info("agent {} ({}): tools {}", agent.name, agent.source or "code", names or "none")
+    if names and not llm.supports_tools:
+        # The embedded LLM (no API key) cannot call tools: say so, or they look broken.
+        logger.warning(
+            "agent {}: the LLM ({}) cannot call tools, so {} are not offered; set "
+            "OPENAI_API_KEY / OPENAI_BASE_URL for one that can",
+            agent.name,
+            type(llm).__name__,
+            ", ".join(names),
+        )
+
+
+def _http_tools(settings: Settings, agent: Agent | None, tools: ToolRegistry) -> HTTPTools | None:
+    configs = [*settings.http_tools, *(agent.http_tools if agent else ())]
+    if not configs:
+        return None
+    http = HTTPTools(configs)  # raises on a ${VAR} that is not set: the start stops
+    for spec in http.specs():
+        tools.register(spec)
+    return http
 
 
 def _breaker(settings: Settings, service: str) -> CircuitBreaker:

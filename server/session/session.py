@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -24,7 +23,7 @@ from pipeline.task_cancel import cancel_and_wait
 from server.api.rate_limit import TokenBucket
 from server.media import channel_signalling
 from server.media.data_channel import ChatChannel
-from server.media.inbound_audio import InboundAudio, set_jitter_prefetch
+from server.media.inbound_audio import InboundAudio, PacketGate, set_jitter_prefetch
 from server.media.outbound_track import PacedAudioTrack
 from server.media.peer_connection import create_peer_connection, release_peer_connection
 from server.media.video_intake import VideoIntake
@@ -33,7 +32,9 @@ from server.rtvi.handler import ClientMessageHandler, RTVIHandler
 from server.rtvi.protocol import ClientReadyData, FunctionCallResultData, RTVIError, SendTextData
 from server.rtvi.system_log import SystemLogForwarder, session_context
 from server.rtvi.ui_worker import UIEventHandler, UIWorker
+from server.session.agent_call import AgentCall
 from server.session.faults import SessionFaults
+from server.session.info import session_info
 from server.session.services import Services
 from server.session.voice import VoiceSession
 from server.settings import Settings
@@ -53,10 +54,6 @@ class SessionState(StrEnum):
 
 class OfferError(Exception):
     """The client's offer could not be applied (bad SDP, closed session)."""
-
-
-def _iso(wall: float) -> str:
-    return datetime.fromtimestamp(wall, UTC).isoformat()
 
 
 class Session:
@@ -91,7 +88,6 @@ class Session:
         self.audio_frames_in = 0
         # By receiver index, validated (server/media/channel_signalling.py): at most 16 booleans.
         self.track_status: dict[str, bool] = {}
-        self.candidates_added = 0
         self.faults = SessionFaults(pc_id)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._inbound: dict[RTCRtpReceiver, InboundAudio] = {}
@@ -103,7 +99,14 @@ class Session:
         self._start_pipeline(settings, services, ui_event_handlers)
         self.record: SessionRecorder | None = None
         if store is not None:
-            record = self.record = SessionRecorder(store, pc_id, start_id, client)
+            record = self.record = SessionRecorder(
+                store,
+                pc_id,
+                start_id,
+                client,
+                max_bytes=settings.max_record_bytes,
+                max_entries=settings.max_record_entries,
+            )
             record.observe(self.voice.conversation)
             self.rtvi.error_listeners.append(lambda exc: record.rejected(exc.reason, exc.error))
         if settings.max_session_seconds > 0:
@@ -111,18 +114,26 @@ class Session:
 
     def _connect(self, settings: Settings, handlers: dict[str, ClientMessageHandler]) -> None:
         """The transport: peer connection, outbound track, data channel, RTVI handler."""
-        self.pc = create_peer_connection(settings.ice_servers)
+        self.pc = create_peer_connection(settings.ice_servers, settings)
         self._jitter_frames = settings.audio_jitter_frames
+        # One budget for all the session's audio receivers (server/media/inbound_audio.py).
+        self.audio_gate = PacketGate(
+            settings.audio_packet_rate,
+            settings.audio_packet_burst,
+            on_flood=lambda error: self.rtvi.report(RTVIError(error, reason="audio flood")),
+        )
         self.outbound = PacedAudioTrack()
         self.outbound.on_error = lambda exc: self.faults.report("playout", exc)
         self.channel = ChatChannel(
             on_alive=self.touch,
             on_signalling=self._on_signalling,
             on_rtvi=self._on_rtvi,
-            on_invalid=lambda reason: self.rtvi.report(RTVIError(reason)),
+            on_invalid=lambda reason, msg_id=None: self.rtvi.report(RTVIError(reason, msg_id)),
             max_message_bytes=settings.max_message_bytes,
             rate=TokenBucket(settings.message_rate, settings.message_burst),
             on_error=lambda exc: self.faults.report("data channel", exc),
+            limits=settings,
+            on_fatal=lambda reason: self.request_close(reason, error=reason),
         )
         self.rtvi = RTVIHandler(self, handlers, max_text_chars=settings.max_text_chars)
         self.rtvi.on_fault = self.faults.report
@@ -150,6 +161,8 @@ class Session:
             self.system_log = SystemLogForwarder(self.pc_id, self.send, settings.rtvi_system_log)
         with session_context(self.pc_id):  # the pipeline's tasks log as this session's
             self.voice.start()
+            self.agent_call = AgentCall(self, services.agent)  # its hooks run from now on
+        self.call_context = self.agent_call.context  # what the agent's handlers are given
 
     # -- negotiation --------------------------------------------------------------
 
@@ -185,7 +198,9 @@ class Session:
             if transceiver.kind == "audio":
                 set_jitter_prefetch(receiver, self._jitter_frames)
                 if receiver not in self._inbound:
-                    inbound = InboundAudio(self._on_audio, self._audio_handler_failed)
+                    inbound = InboundAudio(
+                        self._on_audio, self._audio_handler_failed, gate=self.audio_gate
+                    )
                     self._inbound[receiver] = inbound
                     inbound.attach(receiver)
                 if transceiver.sender.track is None:
@@ -330,6 +345,7 @@ class Session:
         try:
             await self._close_step("saying goodbye", self._say_goodbye(error))
             await self._close_step("closing the voice pipeline", self.voice.close())
+            await self._close_step("the agent's on_call_end", self.agent_call.ended(reason))
             await self._close_step("ending the session's tasks", self._end_tasks())
             if self.video is not None:
                 await self._close_step("closing the video intake", self.video.close())
@@ -375,22 +391,4 @@ class Session:
 
     def info(self) -> dict[str, Any]:
         """A JSON-ready summary for the session endpoints."""
-        idle = time.monotonic() - self.last_activity
-        return {
-            "pc_id": self.pc_id,
-            "session_id": self.start_id,
-            "state": self.state.value,
-            "created_at": _iso(self.created_at),
-            "last_activity": _iso(time.time() - idle),
-            "idle_seconds": round(idle, 3),
-            "client": vars(self.client).copy(),
-            "connection_state": self.pc.connectionState,
-            "data_channel_open": self.channel.is_open,
-            "pings": self.channel.pings,
-            "audio_frames_in": self.audio_frames_in,
-            "track_status": dict(self.track_status),
-            "request_data": self.request_data,
-            "conversation": self.voice.info(),
-            "video": self.video.info() if self.video is not None else None,
-            "ui": self.ui.info(),
-        }
+        return session_info(self)

@@ -21,7 +21,6 @@ from pipeline.context_budget import ContextBudget
 from pipeline.echo import EchoCanceller
 from pipeline.frames import (
     BotPaused,
-    BotResponseEnded,
     BotStoppedSpeaking,
     Event,
     Metric,
@@ -33,12 +32,13 @@ from pipeline.frames import (
 )
 from pipeline.idle_check_ins import IdleCheckIns
 from pipeline.image_results import ToolImages
-from pipeline.messages import AssistantMessage, UserMessage
+from pipeline.messages import AssistantMessage, Message, UserMessage
 from pipeline.task_cancel import cancel_and_wait
 from pipeline.tool_runner import ToolRunner
 from pipeline.tools import ToolRegistry
 from pipeline.transcriber import Transcriber
 from pipeline.turn_completion import strip_markers
+from pipeline.turn_merge import TypedTurnParams, TypedTurns
 from pipeline.turn_scorer import TurnScoring
 from pipeline.vad import VADState
 from pipeline.vad_batcher import VADBatcher
@@ -50,6 +50,7 @@ from server.rtvi.events import FunctionCallReporting, RTVIEvents
 from server.rtvi.ui_worker import UIWorker
 from server.session.services import Services
 from server.session.voice_parts import (
+    agent_tools,
     call_tools,
     context_budget_params,
     idle_check_in_params,
@@ -84,7 +85,10 @@ class VoiceSession:
         self.on_fault: Callable[[str, Exception], None] | None = None
         # Ends the call (the session sets it): an idle user who never answered.
         self.on_end_call: Callable[[str], None] | None = None
-        tools = call_tools(services, settings, ui, video)
+        # The agent's tools over the shared ones (a handoff swaps the agent), then the
+        # call's own (camera, UI): the registry the LLM is offered.
+        self.agent_tools = agent_tools(services, settings)
+        tools = self.registry = call_tools(services, settings, ui, video, self.agent_tools)
         self.context = LLMContext(
             [{"role": "system", "content": settings.system_prompt}],
             tools=tools.openai_tools() if tools else None,
@@ -103,6 +107,7 @@ class VoiceSession:
         self.tools, self.client_tools = self._tool_calls(settings, tools, ui)
         self.rtvi = self._rtvi_events(settings, tools, send)
         self._context_limits(services, settings)
+        self.typed = self._typed_turns(settings)
         idle = idle_check_in_params(settings)
         self.idle = IdleCheckIns(self.conversation, idle, self._end_call) if idle else None
         # Whether the utterance in progress began while the user was muted: then it is
@@ -200,7 +205,19 @@ class VoiceSession:
             context_budget_params(settings),
         )
         self.conversation.before_llm_run.append(self.context_budget.before_llm_run)
-        self.conversation.events.on(BotResponseEnded, self.context_budget.answer_ended)
+        self.context_budget.attach(self.conversation.events)  # and the limit on growth
+
+    def _typed_turns(self, settings: Settings) -> TypedTurns:
+        """send-text gathered into turns, within the session's typed-turn budget."""
+        params = TypedTurnParams(
+            window=settings.typed_turn_window,
+            rate=settings.typed_turn_rate,
+            burst=settings.typed_turn_burst,
+            max_chars=settings.max_text_chars,
+        )
+        typed = TypedTurns(self.conversation, self.conversation.events.emit, params)
+        typed.attach(self.conversation.events)
+        return typed
 
     def _end_call(self, reason: str) -> None:
         if self.on_end_call is not None:
@@ -281,12 +298,10 @@ class VoiceSession:
             self.conversation.say(self.settings.greeting)
 
     def send_text(self, content: str, run_immediately: bool, audio_response: bool) -> None:
-        """RTVI ``send-text``: a typed user turn, answered in speech or in text."""
-        if self.conversation.bot_active and run_immediately:
-            self.conversation.interrupt()
-        self.conversation.user.add_text(content, run_llm=False)
-        if run_immediately:
-            self.conversation.run_llm(audio=audio_response)
+        """RTVI ``send-text``: typed user text, answered in speech or in text. Texts close
+        together are one turn (:class:`pipeline.turn_merge.TypedTurns`); raises
+        ``TypedTextRefused`` past the session's typed-turn budget."""
+        self.typed.add(content, run_immediately, audio_response)
 
     def client_tool_result(self, tool_call_id: str, function_name: str, result: Any) -> None:
         """RTVI ``llm-function-call-result``; raises ``ClientToolError`` when no such call
@@ -300,20 +315,19 @@ class VoiceSession:
         return await self.context_budget.summarize_now()
 
     def info(self) -> dict[str, Any]:
-        """Conversation figures for the session endpoint."""
-        # The context keeps the turn-completion markers; a transcript never shows them.
-        transcript = [
-            {"role": m.role.value, "content": text, "interrupted": m.interrupted}
-            if isinstance(m, AssistantMessage)
-            else {"role": m.role.value, "content": text}
-            for m in self.context.messages
-            if isinstance(m, UserMessage | AssistantMessage) and (text := _shown(m))
-        ]
+        """Conversation figures for the session endpoint and ``session-info``: the latest
+        transcript messages only (``PARLEY_INFO_TRANSCRIPT_*``), and how many were left out."""
+        settings = self.settings
+        transcript, omitted = _latest_transcript(
+            self.context.messages, settings.info_transcript_messages, settings.info_transcript_bytes
+        )
         info: dict[str, Any] = {
             "messages": len(self.context.messages),
             "transcript": transcript,
+            "transcript_omitted": omitted,
             "metrics": self.conversation.metrics.summary(),
             "context": self.context_budget.info(),
+            "typed_turns": {"merged": self.typed.merged, "refused": self.typed.refused},
         }
         if self.vision is not None:
             info["vision"] = {
@@ -339,6 +353,7 @@ class VoiceSession:
         await self.transcriber.close()
         if self.idle is not None:
             self.idle.close()
+        self.typed.close()  # what was typed and not yet sent stays in the context
         await self.context_budget.close()
         if self.turn_scoring is not None:
             await self.turn_scoring.close()
@@ -347,6 +362,36 @@ class VoiceSession:
         if self.tools is not None:
             await self.tools.close()
         await self.conversation.close()
+
+
+def _latest_transcript(
+    messages: list[Message], max_messages: int, max_bytes: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The latest user and assistant messages within ``max_messages`` and ``max_bytes`` of
+    text, oldest first, and how many earlier ones were left out."""
+    shown = [m for m in messages if isinstance(m, UserMessage | AssistantMessage)]
+    kept: list[dict[str, Any]] = []
+    room, stop = max_bytes, 0
+    for stop in range(len(shown), 0, -1):
+        m = shown[stop - 1]
+        text = _shown(m)
+        if not text:
+            continue
+        size = len(text.encode("utf-8", "replace"))
+        if len(kept) >= max_messages or (size > room and kept):
+            break
+        entry: dict[str, Any] = {"role": m.role.value, "content": text}
+        if size > room:  # the newest alone is too long: its start, marked as cut
+            entry["content"] = text.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
+            entry["cut"] = True
+        if isinstance(m, AssistantMessage):
+            entry["interrupted"] = m.interrupted
+        kept.append(entry)
+        room -= size
+    else:
+        stop = 0  # every message was looked at
+    omitted = sum(1 for m in shown[:stop] if m.text_content())
+    return kept[::-1], omitted
 
 
 def _shown(message: UserMessage | AssistantMessage) -> str:

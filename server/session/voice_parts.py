@@ -7,6 +7,7 @@ reads as the data path and each setting has one place where it takes effect.
 
 from __future__ import annotations
 
+from pipeline.call_tools import CallTools
 from pipeline.context import LLMContext
 from pipeline.context_budget import ContextBudgetParams
 from pipeline.conversation import Conversation
@@ -45,14 +46,28 @@ def turn_params(settings: Settings) -> UserTurnParams:
     )
 
 
+def agent_tools(services: Services, settings: Settings) -> CallTools | None:
+    """The agent's tools over the shared ones, for a call with an agent whose LLM can call
+    tools (the view a handoff changes); None without an agent."""
+    if services.agent is None or not services.llm.supports_tools:
+        return None
+    return CallTools(services.tools if settings.tools_enabled else None, services.agent)
+
+
 def call_tools(
-    services: Services, settings: Settings, ui: UIWorker | None, video: FrameSource | None
+    services: Services,
+    settings: Settings,
+    ui: UIWorker | None,
+    video: FrameSource | None,
+    agent: CallTools | None = None,
 ) -> ToolRegistry | None:
-    """The tools this call offers: the shared ones (when the LLM can call tools), plus
-    look_at_camera/look_at_screen bound to its video, plus the UI tools bound to its UI
-    worker. None: no tools at all (the LLM is told of none)."""
+    """The tools this call offers: the agent's and the shared ones (when the LLM can call
+    tools), plus look_at_camera/look_at_screen bound to its video, plus the UI tools bound
+    to its UI worker. None: no tools at all (the LLM is told of none)."""
     can_call = services.llm.supports_tools
-    tools = services.tools if settings.tools_enabled and can_call else None
+    tools: ToolRegistry | None = services.tools if settings.tools_enabled and can_call else None
+    if agent is not None:
+        tools = agent
     if video is not None and can_call:
         tools = SessionTools(tools)
         for spec in vision_tools(video):

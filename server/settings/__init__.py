@@ -4,7 +4,8 @@
 its fields are declared by group, one module each: :mod:`~server.settings.process`,
 :mod:`~server.settings.access`, :mod:`~server.settings.storage`,
 :mod:`~server.settings.conversation`, :mod:`~server.settings.rtvi`,
-:mod:`~server.settings.turns` and :mod:`~server.settings.models`. Rules that span groups
+:mod:`~server.settings.turns`, :mod:`~server.settings.models` and
+:mod:`~server.settings.agent`. Rules that span groups
 are checked here.
 """
 
@@ -16,7 +17,12 @@ from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from server.settings.access import AccessSettings
+from server.settings.agent import AgentSettings
 from server.settings.conversation import ClientToolDefinition, ConversationSettings, ReportLevel
+from server.settings.limits_channel import ChannelLimitSettings
+from server.settings.limits_conversation import ConversationLimitSettings
+from server.settings.limits_media import MediaLimitSettings
+from server.settings.limits_signalling import SignallingLimitSettings
 from server.settings.models import ModelSettings
 from server.settings.process import IceServer, ProcessSettings
 from server.settings.rtvi import RTVISettings
@@ -35,6 +41,11 @@ __all__ = [
 # The groups in reverse: pydantic lists the fields of the last base first, so the fields
 # keep the order of the groups as the module docstring names them.
 class Settings(
+    ConversationLimitSettings,
+    MediaLimitSettings,
+    SignallingLimitSettings,
+    ChannelLimitSettings,
+    AgentSettings,
     ModelSettings,
     TurnSettings,
     RTVISettings,

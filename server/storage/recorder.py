@@ -8,11 +8,19 @@ Client messages the server rejected (RTVI errors) are not an event each: a clien
 send a bad message 20 times a second (the allowed rate), and each write is a commit on
 disk. They are counted by reason and written as one ``rejected-messages`` event at most
 every ``REJECTED_FLUSH_SECONDS``, and at the end.
+
+What one call may write is bounded (``max_bytes`` of text and event data, ``max_entries``
+turns and events; ``PARLEY_MAX_RECORD_*``): a client typing 4 KB twenty times a second,
+or a tool returning megabytes, must not grow the database without end. Past the budget,
+turns and events are counted, not written; the record says so with one
+``record-truncated`` event at the first one left out and one ``record-skipped`` event
+(how many turns, events and bytes) at the end. The end itself is always written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -39,6 +47,12 @@ REJECTED_FLUSH_SECONDS = 5.0
 # texts, but a few name what the client sent.
 MAX_REJECTED_REASONS = 16
 MAX_REASON_CHARS = 100
+# What one call may write by default (the settings' defaults).
+MAX_RECORD_BYTES = 1_048_576
+MAX_RECORD_ENTRIES = 5000
+# Counted per turn or event on top of its text or data: the row, its indexes, the
+# usage and figures a turn carries.
+ENTRY_OVERHEAD = 256
 
 
 class SessionRecorder:
@@ -52,6 +66,8 @@ class SessionRecorder:
         client: ClientInfo,
         clock: Callable[[], float] = time.time,
         rejected_flush_seconds: float = REJECTED_FLUSH_SECONDS,
+        max_bytes: int = MAX_RECORD_BYTES,
+        max_entries: int = MAX_RECORD_ENTRIES,
     ) -> None:
         self.store = store
         self.session_id = session_id
@@ -64,6 +80,9 @@ class SessionRecorder:
         self._rejected_since = 0.0
         self._flush_seconds = rejected_flush_seconds
         self._flush_timer: asyncio.TimerHandle | None = None
+        self.max_bytes, self.max_entries = max_bytes, max_entries
+        self.written_bytes = self.written_entries = 0
+        self.skipped = {"turns": 0, "events": 0, "bytes": 0}
         store.open_session(session_id, start_id, vars(client).copy(), clock())
 
     def observe(self, conversation: Conversation) -> None:
@@ -127,12 +146,39 @@ class SessionRecorder:
             return
         self.flush_rejected()
         self._closed = True
+        if self.truncated:
+            self._write_event("record-skipped", dict(self.skipped))
         self.store.close_session(self.session_id, reason, self._clock(), self._usage())
+
+    @property
+    def truncated(self) -> bool:
+        """Whether anything was left out of the record (past its budget)."""
+        return self.skipped["turns"] + self.skipped["events"] > 0
+
+    def _admit(self, kind: str, size: int) -> bool:
+        """Whether a turn or event of ``size`` bytes fits the budget (then it is counted
+        as written); else it is counted as skipped, and the first one marks the record."""
+        size += ENTRY_OVERHEAD
+        if self.written_entries < self.max_entries and self.written_bytes + size <= self.max_bytes:
+            self.written_entries += 1
+            self.written_bytes += size
+            return True
+        if not self.truncated:
+            data = {
+                "max_bytes": self.max_bytes,
+                "max_entries": self.max_entries,
+                "written_bytes": self.written_bytes,
+                "written_entries": self.written_entries,
+            }
+            self._write_event("record-truncated", data)
+        self.skipped[kind] += 1
+        self.skipped["bytes"] += size
+        return False
 
     # -- conversation events ----------------------------------------------------------------
 
     def _user_turn(self, event: UserTranscript) -> None:
-        if event.content:
+        if event.content and self._admit("turns", _text_bytes(event.content)):
             self.store.append_turn(
                 self.session_id, "user", event.content, self._clock(), started_at=event.timestamp
             )
@@ -141,6 +187,8 @@ class SessionRecorder:
         figures = self._answer.end_turn()
         if not event.content:
             return  # interrupted before a word went out: the interruption event says so
+        if not self._admit("turns", _text_bytes(event.content)):
+            return
         self.store.append_turn(
             self.session_id,
             "assistant",
@@ -183,9 +231,18 @@ class SessionRecorder:
         self._event("error", data)
 
     def _event(self, type_: str, data: dict[str, Any]) -> None:
+        if self._admit("events", len(json.dumps(data, default=str))):
+            self._write_event(type_, data)
+
+    def _write_event(self, type_: str, data: dict[str, Any]) -> None:
         self.store.append_event(self.session_id, type_, data, self._clock())
 
     def _usage(self) -> dict[str, Any]:
         summary = self._totals.summary()
         summary.pop("last_turns", None)
         return summary
+
+
+def _text_bytes(text: str) -> int:
+    """UTF-8 bytes of ``text`` (ASCII is counted without encoding it)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "replace"))

@@ -1,0 +1,166 @@
+"""A small real MCP server, written with the official SDK (``MCPServer``), for the tests and
+the bench of :mod:`pipeline.tool_sources.mcp`::
+
+    python -m testkit.mcp_server --transport stdio [--name NAME] [--clash]
+    python -m testkit.mcp_server --transport http --port N [--name NAME] [--clash]
+
+HTTP is streamable HTTP at ``http://127.0.0.1:N/mcp``, bound to 127.0.0.1 only. The tools
+cover what a client must cope with: a result, an ``isError`` result (``fail``), a slow
+call (``slow``), a process that dies mid-call (``crash``) and structured content
+(``lookup_order``), a tool list that changes (``toggle_extra``). ``pid`` tells which
+process answered, ``getenv`` what environment it got. ``--clash`` adds
+``get_current_time``, the name of a built-in tool.
+
+:class:`HTTPServerProcess` runs the HTTP one as a subprocess for a test or a bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from testkit.server_process import free_port
+
+PATH = "/mcp"
+
+
+def build(name: str = "testkit", clash: bool = False) -> MCPServer:
+    """The server with its tools; ``clash`` adds ``get_current_time``."""
+    server = MCPServer(name, log_level="WARNING")
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def pid() -> int:
+        """The id of the server's process."""
+        return os.getpid()
+
+    @server.tool()
+    def getenv(name: str) -> str | None:
+        """The value of an environment variable of the server's process, or null."""
+        return os.environ.get(name)
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, then say how long."""
+        await asyncio.sleep(seconds)
+        return f"slept {seconds:g}s"
+
+    @server.tool()
+    def fail(message: str) -> str:
+        """Always fails with the message (an isError result)."""
+        raise ToolError(message)  # the SDK passes a ToolError's message on; others are hidden
+
+    @server.tool()
+    def crash() -> str:
+        """The process exits at once, without answering."""
+        sys.stdout.flush()
+        os._exit(1)
+
+    @server.tool()
+    def lookup_order(order_id: str) -> dict[str, Any]:
+        """Look up an order by its id."""
+        return {"order_id": order_id, "status": "shipped", "items": 2}
+
+    def extra() -> str:
+        """A tool that comes and goes (``toggle_extra``)."""
+        return "extra"
+
+    @server.tool()
+    async def toggle_extra(ctx: Context) -> bool:
+        """Add the tool ``extra``, or remove it; tell the client its tools changed.
+        Whether ``extra`` is offered now."""
+        offered = any(tool.name == "extra" for tool in await server.list_tools())
+        if offered:
+            server.remove_tool("extra")
+        else:
+            server.add_tool(extra)
+        await ctx.request_context.session.send_tool_list_changed()
+        return not offered
+
+    if clash:
+
+        @server.tool()
+        def get_current_time() -> str:
+            """The server's time (ISO 8601, UTC)."""
+            return datetime.now(UTC).isoformat()
+
+    return server
+
+
+class HTTPServerProcess:
+    """``python -m testkit.mcp_server --transport http`` in a subprocess on 127.0.0.1;
+    :meth:`start` again after :meth:`stop` brings it back on the same port."""
+
+    def __init__(self, name: str = "testkit", port: int | None = None) -> None:
+        self.name = name
+        self.port = free_port() if port is None else port
+        self.url = f"http://127.0.0.1:{self.port}{PATH}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, within: float = 30.0) -> None:
+        """Start it and wait until it accepts connections."""
+        argv = [sys.executable, "-m", "testkit.mcp_server", "--transport", "http"]
+        argv += ["--port", str(self.port), "--name", self.name]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"MCP server exited at start ({self.proc.returncode})")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"MCP server not listening on {self.port} after {within:g}s")
+
+    def stop(self) -> None:
+        """Kill it (as a crash would) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.wait(10)
+
+    def __enter__(self) -> HTTPServerProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP port on 127.0.0.1")
+    parser.add_argument("--name", default="testkit", help="the server's name")
+    parser.add_argument("--clash", action="store_true", help="also offer get_current_time")
+    args = parser.parse_args()
+    server = build(args.name, args.clash)
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=args.port, streamable_http_path=PATH)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+"""HTTP tools against a real HTTP server on 127.0.0.1 (Starlette under uvicorn in a
+thread), called the way the LLM calls them: through a ToolRunner."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from pipeline.frames import Event, FunctionCall, FunctionCallResult, FunctionCallsStarted
+from pipeline.tool_runner import ToolRunner
+from pipeline.tool_sources.config import HTTPToolConfig
+from pipeline.tool_sources.http import MAX_BODY_BYTES, HTTPTools
+from pipeline.tools import ToolRegistry
+
+SECRET = "s3cret-shop-token-42"
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "The city."},
+        "days": {"type": "integer"},
+    },
+    "required": ["city"],
+}
+
+
+# -- the endpoint ----------------------------------------------------------------------------
+
+
+@dataclass
+class Endpoint:
+    """The server the tools call, and what it saw."""
+
+    url: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    # Bumped after every test: a hanging request ends then, not at server shutdown.
+    generation: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def paths(self) -> list[str]:
+        with self.lock:
+            return [r["path"] for r in self.requests]
+
+    def last(self) -> dict[str, Any]:
+        with self.lock:
+            return self.requests[-1]
+
+
+def _app(endpoint: Endpoint) -> Starlette:
+    async def record(request: Request) -> dict[str, Any]:
+        body = await request.body()
+        seen = {
+            "method": request.method,
+            "path": request.url.path,
+            "query": dict(request.query_params),
+            "headers": {k.lower(): v for k, v in request.headers.items()},
+            "body": body.decode(),
+        }
+        with endpoint.lock:
+            endpoint.requests.append(seen)
+        return seen
+
+    async def echo(request: Request) -> Response:
+        seen = await record(request)
+        return JSONResponse({**seen, "json": json.loads(seen["body"]) if seen["body"] else None})
+
+    async def text(request: Request) -> Response:
+        await record(request)
+        return PlainTextResponse("Sunny, 21 degrees.")
+
+    async def status(request: Request) -> Response:
+        seen = await record(request)
+        code = int(request.path_params["code"])
+        # A careless endpoint that echoes the credentials back in its error page.
+        page = f"Oops. You sent Authorization: {seen['headers'].get('authorization')}. "
+        return PlainTextResponse(page + "detail " * 200, status_code=code)
+
+    async def hang(request: Request) -> Response:
+        await record(request)
+        generation = endpoint.generation
+        deadline = time.monotonic() + 5
+        while endpoint.generation == generation and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return PlainTextResponse("too late")
+
+    async def huge(request: Request) -> Response:
+        await record(request)
+        return PlainTextResponse("x" * (16 * MAX_BODY_BYTES))
+
+    async def redirect(request: Request) -> Response:
+        await record(request)
+        target = request.query_params["to"]
+        return RedirectResponse(target, status_code=307)
+
+    async def cookie(request: Request) -> Response:
+        await record(request)
+        response = JSONResponse({"ok": True})
+        response.set_cookie("session", "caller-one")
+        return response
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    return Starlette(
+        routes=[
+            Route("/echo", echo, methods=methods),
+            Route("/text", text, methods=methods),
+            Route("/status/{code}", status, methods=methods),
+            Route("/hang", hang, methods=methods),
+            Route("/huge", huge, methods=methods),
+            Route("/redirect", redirect, methods=methods),
+            Route("/cookie", cookie, methods=methods),
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Endpoint]:
+    endpoint = Endpoint()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    endpoint.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = uvicorn.Config(
+        _app(endpoint), log_config=None, log_level="critical", access_log=False, lifespan="off"
+    )
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not uv.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the test server did not start"
+        time.sleep(0.005)
+    yield endpoint
+    endpoint.generation += 1
+    uv.should_exit = True
+    thread.join(5)
+    sock.close()
+
+
+@pytest.fixture
+def endpoint(server: Endpoint) -> Iterator[Endpoint]:
+    with server.lock:
+        server.requests.clear()
+    yield server
+    server.generation += 1  # release any request still hanging
+
+
+# -- driving the tools -----------------------------------------------------------------------
+
+
+def tool(name: str, url: str, **more: Any) -> HTTPToolConfig:
+    return HTTPToolConfig(name=name, description=f"The {name} tool.", url=url, **more)
+
+
+@dataclass
+class Outcome:
+    result: Any
+    at: float  # seconds after the calls started
+
+
+async def call_tools(
+    configs: list[HTTPToolConfig],
+    *calls: tuple[str, dict[str, Any]],
+    environ: dict[str, str] | None = None,
+) -> list[Outcome]:
+    """Run the calls as one parallel group through a ToolRunner; the final results in
+    the order of the calls."""
+    tools = HTTPTools(configs, environ=environ or {})
+    registry = ToolRegistry()
+    for spec in tools.specs():
+        registry.register(spec)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    outcomes: dict[str, Outcome] = {}
+
+    def feed(event: Event) -> None:
+        if isinstance(event, FunctionCallResult) and event.is_final:
+            outcomes[event.tool_call_id] = Outcome(event.result, loop.time() - began)
+
+    runner = ToolRunner(registry, feed)
+    group = tuple(FunctionCall(f"c{i}", name, args) for i, (name, args) in enumerate(calls))
+    try:
+        runner.handle(FunctionCallsStarted(group))
+        async with asyncio.timeout(5):
+            while runner.running:
+                await asyncio.sleep(0.005)
+    finally:
+        await runner.close()
+        await tools.aclose()
+    return [outcomes[f"c{i}"] for i in range(len(calls))]
+
+
+async def call_one(config: HTTPToolConfig, arguments: dict[str, Any], **kw: Any) -> Any:
+    (outcome,) = await call_tools([config], (config.name, arguments), **kw)
+    return outcome.result
+
+
+# -- requests and results --------------------------------------------------------------------
+
+
+async def test_post_sends_the_arguments_as_json_and_the_json_reply_is_the_result(
+    endpoint: Endpoint,
+) -> None:
+    config = tool("weather", f"{endpoint.url}/echo", parameters=WEATHER_SCHEMA)
+    arguments = {"city": "Zürich", "days": 3, "options": {"metric": True}}
+    result = await call_one(config, arguments)
+    assert isinstance(result, dict), "a JSON response is parsed"
+    assert result["method"] == "POST"
+    assert result["json"] == arguments
+    assert result["headers"]["content-type"] == "application/json"
+    assert result["headers"]["user-agent"].startswith("parley")
+
+
+async def test_get_sends_the_arguments_as_query_parameters(endpoint: Endpoint) -> None:
+    config = tool("search", f"{endpoint.url}/echo?lang=en", method="get")
+    arguments = {"q": "tides", "limit": 3, "exact": True, "tags": ["sea", "moon"], "page": None}
+    result = await call_one(config, arguments)
+    assert result["method"] == "GET"
+    assert result["query"] == {
+        "lang": "en",  # the URL's own query is kept
+        "q": "tides",
+        "limit": "3",
+        "exact": "true",
+        "tags": '["sea", "moon"]',
+    }
+    assert result["body"] == ""
+
+
+async def test_delete_also_uses_the_query(endpoint: Endpoint) -> None:
+    result = await call_one(tool("forget", f"{endpoint.url}/echo", method="DELETE"), {"id": 7})
+    assert (result["method"], result["query"], result["body"]) == ("DELETE", {"id": "7"}, "")
+
+
+async def test_a_text_response_becomes_a_string_result(endpoint: Endpoint) -> None:
+    result = await call_one(tool("forecast", f"{endpoint.url}/text"), {"city": "Oslo"})
+    assert result == "Sunny, 21 degrees."
+
+
+# -- headers and secrets ---------------------------------------------------------------------
+
+
+async def test_header_variables_are_expanded_and_reach_the_server(endpoint: Endpoint) -> None:
+    config = tool(
+        "orders",
+        f"{endpoint.url}/echo",
+        headers={"Authorization": "Bearer ${SHOP_TOKEN}", "X-Shop": "${SHOP_ID}-eu"},
+    )
+    result = await call_one(config, {}, environ={"SHOP_TOKEN": SECRET, "SHOP_ID": "acme"})
+    assert result["headers"]["authorization"] == f"Bearer {SECRET}"
+    assert result["headers"]["x-shop"] == "acme-eu"
+
+
+def test_a_missing_variable_refuses_construction_naming_it() -> None:
+    config = tool(
+        "orders", "https://shop.example/api", headers={"Authorization": "Bearer ${SHOP_TOKEN}"}
+    )
+    with pytest.raises(ValueError) as caught:
+        HTTPTools([config], environ={"OTHER": "x"})
+    message = str(caught.value)
+    assert "orders" in message and "Authorization" in message and "SHOP_TOKEN" in message
+
+
+def test_a_header_with_a_line_break_is_refused_without_showing_it() -> None:
+    config = tool("orders", "https://shop.example/api", headers={"X-Key": "${KEY}"})
+    with pytest.raises(ValueError, match="X-Key") as caught:
+        HTTPTools([config], environ={"KEY": "abc\r\nInjected: yes"})
+    assert "Injected" not in str(caught.value)
+
+
+# -- failures become error results -----------------------------------------------------------
+
+
+async def test_error_statuses_become_error_results_without_the_secret(endpoint: Endpoint) -> None:
+    headers = {"Authorization": "Bearer ${SHOP_TOKEN}"}
+    broken = tool("broken", f"{endpoint.url}/status/500", headers=headers)
+    missing = tool("missing", f"{endpoint.url}/status/404", headers=headers)
+    outcomes = await call_tools(
+        [broken, missing], ("broken", {}), ("missing", {}), environ={"SHOP_TOKEN": SECRET}
+    )
+    server_error, not_found = (o.result for o in outcomes)
+    assert set(server_error) == {"error"}
+    assert "HTTP 500" in server_error["error"] and "Oops" in server_error["error"]
+    assert "HTTP 404" in not_found["error"]
+    for result in (server_error, not_found):
+        assert SECRET not in result["error"], "the echoed credentials are scrubbed"
+        assert len(result["error"]) < 500, "the body is cut short"
+    assert sorted(endpoint.paths()) == ["/status/404", "/status/500"]  # run concurrently
+
+
+async def test_a_closed_port_is_a_connection_error_result() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # free, and nothing listens once closed
+    result = await call_one(tool("offline", f"http://127.0.0.1:{port}/x"), {})
+    assert "connect" in result["error"]
+
+
+async def test_a_hanging_server_times_out_without_stalling_other_calls(endpoint: Endpoint) -> None:
+    slow = tool("slow", f"{endpoint.url}/hang", timeout=0.5)
+    quick = tool("quick", f"{endpoint.url}/echo", timeout=0.5)
+    hung, *answered = await call_tools(
+        [slow, quick], ("slow", {}), ("quick", {"n": 1}), ("quick", {"n": 2})
+    )
+    assert "timed out" in hung.result["error"]
+    assert 0.45 < hung.at < 1.5
+    assert [a.result["json"] for a in answered] == [{"n": 1}, {"n": 2}]
+    assert max(a.at for a in answered) < 0.4, "the others did not wait for the hanging one"
+
+
+async def test_a_huge_body_is_truncated_at_the_bound(endpoint: Endpoint) -> None:
+    result = await call_one(tool("dump", f"{endpoint.url}/huge"), {})
+    assert isinstance(result, str)
+    body, _, note = result.rpartition("\n")
+    assert body == "x" * MAX_BODY_BYTES
+    assert "truncated" in note
+
+
+# -- what the LLM sees -----------------------------------------------------------------------
+
+
+async def test_the_llm_sees_the_schema_and_a_missing_argument_sends_nothing(
+    endpoint: Endpoint,
+) -> None:
+    config = tool("weather", f"{endpoint.url}/echo", parameters=WEATHER_SCHEMA, timeout=4)
+    tools = HTTPTools([config], environ={})
+    try:
+        (spec,) = tools.specs()
+        assert spec.timeout == 4
+        assert spec.openai_tool() == {
+            "type": "function",
+            "function": {
+                "name": "weather",
+                "description": "The weather tool.",
+                "parameters": WEATHER_SCHEMA,
+            },
+        }
+    finally:
+        await tools.aclose()
+    result = await call_one(config, {"days": 2})
+    assert "missing required arguments: city" in result["error"]
+    assert endpoint.paths() == [], "no request was made"
+
+
+# -- the wire --------------------------------------------------------------------------------
+
+
+async def test_redirects_are_followed_within_the_origin_only(endpoint: Endpoint) -> None:
+    here = tool("here", f"{endpoint.url}/redirect?to=/echo")
+    result = await call_one(here, {"a": 1})
+    assert result["json"] == {"a": 1}, "a 307 keeps the method and the body"
+    # Same server, other host name: another origin, so the headers must not go there.
+    elsewhere = endpoint.url.replace("127.0.0.1", "localhost")
+    away = tool("away", f"{endpoint.url}/redirect?to={elsewhere}/echo", headers={"X-Key": "${KEY}"})
+    result = await call_one(away, {}, environ={"KEY": SECRET})
+    assert "HTTP 307" in result["error"] and "not followed" in result["error"]
+    assert endpoint.paths() == ["/redirect", "/echo", "/redirect"]
+
+
+async def test_cookies_do_not_carry_over_between_calls(endpoint: Endpoint) -> None:
+    first = tool("first", f"{endpoint.url}/cookie")
+    then = tool("then", f"{endpoint.url}/echo")
+    tools = HTTPTools([first, then], environ={})
+    try:
+        set_cookie, echo = (spec.handler for spec in tools.specs())
+        assert set_cookie is not None and echo is not None
+        assert await set_cookie() == {"ok": True}
+        seen = await echo()
+    finally:
+        await tools.aclose()
+    assert "cookie" not in seen["headers"]
