@@ -26,7 +26,7 @@ from server.settings import Settings
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
 
-RATE, BURST = 60, 50  # the defaults of PARLEY_AUDIO_PACKET_RATE and _BURST
+RATE, BURST = 60, 250  # the defaults of PARLEY_AUDIO_PACKET_RATE and _BURST
 
 
 class FakeClock:

@@ -38,10 +38,11 @@ class MediaLimitSettings(BaseModel):
         "50/s); the excess is dropped before decoding and the client told once.",
     )
     audio_packet_burst: int = Field(
-        50,
+        250,
         ge=1,
-        description="Audio packets a session may send at once over the rate (a network "
-        "stall's backlog: 50 is one second of 20 ms packets).",
+        description="Audio packets a session may send at once over the rate: the backlog a "
+        "stall leaves (the network's, or this server's loop under load; 250 is five seconds "
+        "of 20 ms packets), taken without a drop.",
     )
     http_request_timeout: float = Field(
         10.0,
