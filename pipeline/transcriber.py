@@ -15,6 +15,17 @@ Utterances are transcribed one after another, so transcripts stay in order. A re
 longer than ``max_utterance_secs`` is sent off at that length and recording goes on
 (whisper reads at most 30 s at a time). STT failures go to ``on_error``; the session
 goes on.
+
+Streaming (``streaming=True``; off by default until its figures are in), with an STT
+that can (a :class:`~pipeline.services.stt.StreamingSTTService`,
+such as the embedded whisper): while the user speaks, an interim pass reads the
+recording so far whenever ``interim_secs`` of new audio (and at least twice the last
+pass's duration, so passes take at most about half of the time on long speech) have
+arrived since the last one, no pass of this session is in flight and the service is
+idle; otherwise it is skipped, never queued. The words two passes agree on are
+committed, and the final pass at the stop generates only the rest, so less is left to
+do once the user has stopped. The emitted transcripts are the same as without streaming:
+one final :class:`~pipeline.frames.Transcription` per utterance, in order.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ import numpy as np
 from loguru import logger
 
 from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
-from pipeline.services.stt import STTService
+from pipeline.services.stt import StreamingSTTService, STTService, STTStream
 from pipeline.task_cancel import cancel_and_wait
 
 SAMPLE_RATE = 16000
@@ -39,6 +50,8 @@ _INITIAL_SECS = 5.0  # first allocation of the recording buffer; it doubles as n
 # Event times are on the frames' arrival clock. While it keeps pace with the samples
 # (within this much), a time maps to a sample; see Transcriber._cut.
 _CLOCK_TOLERANCE_SECS = 0.1
+# A skipped interim pass (the STT was busy) is tried again after this much more audio.
+_RETRY_SECS = 0.2
 
 
 def _end_of(t: float, pcm: np.ndarray) -> float:
@@ -63,6 +76,8 @@ class Transcriber:
         tail_secs: float = 0.15,
         clock: Callable[[], float] = time.monotonic,
         on_error: Callable[[Exception], None] | None = None,
+        streaming: bool = False,
+        interim_secs: float = 1.0,
     ) -> None:
         if pre_roll_secs < 0 or tail_secs < 0 or max_utterance_secs <= 1.0:
             raise ValueError("pre_roll_secs and tail_secs must be >= 0, max_utterance_secs > 1")
@@ -87,6 +102,14 @@ class Transcriber:
         self.last_processing: float | None = None
         self.last_span: tuple[float, float] | None = None  # session times sent to the STT
         self.last_submitted: float | None = None  # clock() when the last utterance was sent
+        self.streaming = streaming and isinstance(stt, StreamingSTTService)
+        self._interim_samples = round(interim_secs * SAMPLE_RATE)
+        self._stream: STTStream | None = None  # the utterance being recorded, streamed
+        self._next_pass = 0  # recorded samples at which the next interim pass may start
+        self._interim: asyncio.Task[None] | None = None  # this session's pass in flight
+        self._interims: set[asyncio.Task[None]] = set()
+        self.interim_passes = 0  # passes run (not skipped), for benches and tests
+        self.interim_skipped = 0  # passes skipped because the STT was busy
 
     @property
     def recording(self) -> bool:
@@ -106,6 +129,8 @@ class Transcriber:
         if self._recording:
             self._append(pcm)
             self._rec_end = _end_of(t, pcm)
+            if self._stream is not None and self._fill >= self._next_pass:
+                self._maybe_interim()
             return
         self._ring.append((t, pcm))
         # Frames are views of the transport's bytes; the ring only holds references.
@@ -131,13 +156,15 @@ class Transcriber:
         self._closed = True
         self._recording = False
         self._ring.clear()
-        await cancel_and_wait(self._tasks)
+        self._stream = None
+        await cancel_and_wait(self._interims | self._tasks)
 
     # -- recording ------------------------------------------------------------------------
 
     def _start(self, begin: float) -> None:
         self._recording = True
         self._fill = 0
+        self._open_stream()
         if self._buffer.size == 0:
             self._buffer = np.zeros(round(_INITIAL_SECS * SAMPLE_RATE), np.int16)
         self._rec_start = begin
@@ -189,6 +216,8 @@ class Transcriber:
         count = self._cut(end)
         utterance = self._buffer[:count].copy()
         self.last_span = (self._rec_start, self._rec_start + count / SAMPLE_RATE)
+        stream, interim = self._stream, self._interim
+        self._stream, self._interim = None, None
         if keep_recording:
             self._rec_start += count / SAMPLE_RATE
         else:
@@ -200,27 +229,81 @@ class Transcriber:
             tail = self._buffer[start : self._fill].copy()
             self._ring.append((self._rec_start + start / SAMPLE_RATE, tail))
         self._fill = 0
+        if keep_recording:
+            self._open_stream()
         if count == 0:
             return
         self.last_submitted = self._clock()
         task = asyncio.get_running_loop().create_task(
-            self._transcribe(utterance, self._tail, self.last_submitted)
+            self._transcribe(utterance, self._tail, self.last_submitted, stream, interim)
         )
         self._tail = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    # -- streaming ----------------------------------------------------------------------
+
+    def _open_stream(self) -> None:
+        self._stream = None
+        self._next_pass = self._interim_samples
+        if self.streaming and isinstance(self.stt, StreamingSTTService):
+            self._stream = self.stt.open_stream()
+
+    def _maybe_interim(self) -> None:
+        """Start an interim pass over the recording so far, if one may run now."""
+        stream = self._stream
+        if stream is None or self._interim is not None:
+            return
+        if not stream.idle():
+            self.interim_skipped += 1
+            self._next_pass = self._fill + round(_RETRY_SECS * SAMPLE_RATE)
+            return
+        # One copy per pass (about once a second), never per frame.
+        pcm = self._buffer[: self._fill].copy()
+        task = asyncio.get_running_loop().create_task(self._run_interim(stream, pcm))
+        self._interim = task
+        self._interims.add(task)
+        task.add_done_callback(self._interims.discard)
+
+    async def _run_interim(self, stream: STTStream, pcm: np.ndarray) -> None:
+        started = time.perf_counter()
+        try:
+            committed = await stream.interim(pcm, SAMPLE_RATE)
+        except Exception as exc:  # an interim pass is optional: the final one reports
+            logger.debug("interim transcription failed: {}", exc)
+            committed = None
+        took = time.perf_counter() - started
+        if committed is None:
+            self.interim_skipped += 1
+        else:
+            self.interim_passes += 1
+        if self._stream is stream:  # still recording this utterance
+            self._interim = None
+            wait = max(self._interim_samples, round(2 * took * SAMPLE_RATE))
+            self._next_pass = pcm.size + wait
+
     # -- transcription ------------------------------------------------------------------
 
     async def _transcribe(
-        self, pcm: np.ndarray, previous: asyncio.Task[None] | None, submitted: float
+        self,
+        pcm: np.ndarray,
+        previous: asyncio.Task[None] | None,
+        submitted: float,
+        stream: STTStream | None = None,
+        interim: asyncio.Task[None] | None = None,
     ) -> None:
         if previous is not None and not previous.done():
             # Wait without inheriting its fate: a failed or cancelled one is not ours.
             await asyncio.wait([previous])
+        if interim is not None and not interim.done():
+            # Its words will be committed: the final pass then generates fewer.
+            await asyncio.wait([interim])
         started = time.perf_counter()
         try:
-            transcript = await self.stt.transcribe(pcm, SAMPLE_RATE)
+            if stream is not None:
+                transcript = await stream.finish(pcm, SAMPLE_RATE)
+            else:
+                transcript = await self.stt.transcribe(pcm, SAMPLE_RATE)
         except Exception as exc:
             self._report(exc)
             return

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from pipeline.services.embedded import default_model_dir
 from testkit.exposition import parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +45,10 @@ def server_env(env: dict[str, str], port: int, data_dir: Path) -> dict[str, str]
         # and do not greet (a greeting would load the TTS).
         "PARLEY_PRELOAD_MODELS": "false",
         "PARLEY_GREETING": "",
+        # The small embedded LLM unless a test asks for Qwen (1.1 GB, seconds per answer);
+        # the joined model files in one folder for every test server (joined once).
+        "PARLEY_EMBEDDED_LLM": "smollm2-135m",
+        "PARLEY_MODEL_DIR": str(default_model_dir()),
         # Each server keeps its transcripts beside its log (never in the repo's data/).
         "PARLEY_DATA_DIR": str(data_dir),
         # Stopping a test server does not wait long for sessions to end by themselves.
@@ -76,7 +81,9 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
         )
         self.launched_at = time.time()  # the process exists by now
-        deadline = time.monotonic() + 30
+        # A preloaded embedded LLM loads before the server listens (Qwen: ~15 s, more when
+        # the machine is busy or the first start joins its file).
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self._log.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.services.embedded import EmbeddedModels
 from server.settings import get_settings
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
@@ -24,9 +25,13 @@ def clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         for name in [k for k in os.environ if is_setting(k)]:
             patch.delenv(name)
         patch.setenv("PARLEY_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+        # The small LLM unless a test asks for Qwen (which joins 1.1 GB and loads slower).
+        patch.setenv("PARLEY_EMBEDDED_LLM", "smollm2-135m")
+        EmbeddedModels.configure(llm="smollm2-135m")  # for tests using the shared registry
         get_settings.cache_clear()
         yield
     get_settings.cache_clear()
+    EmbeddedModels.configure()
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,9 @@ IMAGE=${PARLEY_IMAGE:-localhost/parley:test}
 TURN_IMAGE=localhost/parley-turn:test
 WITH_TURN=${PARLEY_CONTAINER_TURN:-1}
 BASE_IMAGE=localhost/debian-base:bookworm
-HEALTHY_WITHIN=20
+# The embedded Qwen (1.1 GB) loads before the server listens (llama.cpp holds the GIL while it
+# loads, so /health could not answer meanwhile anyway): ~10 s idle, more on a busy machine.
+HEALTHY_WITHIN=120
 NAME="parley-container-test-$$"
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 

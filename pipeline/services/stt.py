@@ -1,9 +1,16 @@
-"""The STT interface: one utterance of 16 kHz mono int16 audio in, its text out."""
+"""The STT interface: one utterance of 16 kHz mono int16 audio in, its text out.
+
+A service that can also follow an utterance while it is spoken implements
+:class:`StreamingSTTService` (the embedded whisper does; the OpenAI-compatible client
+does not, and keeps the per-utterance path): the transcriber then opens one
+:class:`STTStream` per utterance, runs interim passes on it while the user speaks and
+asks it for the final text at the VAD's stop.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -23,3 +30,32 @@ class STTService(Protocol):
     """Transcribes one whole utterance (per-utterance, not streaming)."""
 
     async def transcribe(self, pcm: np.ndarray, sample_rate: int = 16000) -> Transcript: ...
+
+
+class STTStream(Protocol):
+    """One utterance, transcribed while it is spoken.
+
+    :meth:`interim` takes the whole recording so far (each call a longer one) and
+    returns the text committed so far, or None when the pass was skipped because the
+    service's workers are busy (interim passes never wait for them). :meth:`finish`
+    takes the whole utterance and returns its final text, which starts with the
+    committed words. Call them one at a time.
+    """
+
+    @property
+    def committed(self) -> str: ...
+
+    def idle(self) -> bool:
+        """Whether an interim pass now would start at once (cheap: a few counters)."""
+        ...
+
+    async def interim(self, pcm: np.ndarray, sample_rate: int = 16000) -> str | None: ...
+
+    async def finish(self, pcm: np.ndarray, sample_rate: int = 16000) -> Transcript: ...
+
+
+@runtime_checkable
+class StreamingSTTService(STTService, Protocol):
+    """An :class:`STTService` that can also open a per-utterance :class:`STTStream`."""
+
+    def open_stream(self) -> STTStream: ...

@@ -27,6 +27,7 @@ from server.ops.metrics import ServerMetrics
 from server.session.registry import SessionRegistry
 from server.session.services import Services, build_services
 from server.session.shutdown import Drain, ShutdownHook, run_shutdown_hooks
+from server.session.voice_parts import warm_first_turn
 from server.settings import Settings
 from server.storage.backends import open_store
 from server.storage.retention import keep_purging, purge_expired
@@ -52,6 +53,8 @@ def lifespan(
         for spec in app.state.tools:  # tools the app added (server- or client-side)
             services.tools.register(spec)
         await services.start_tool_sources()
+        if settings.preload_models:
+            await _load_llm_before_listening(services)
         registry = SessionRegistry(settings, services, app.state.client_messages, store=store)
         app.state.registry = registry
         app.state.services = services
@@ -61,7 +64,7 @@ def lifespan(
         metrics.attach(registry, lambda: services.ready, services.turn_scorer)
         watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
         lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
-        loading = asyncio.create_task(_load_models(services), name="load-models")
+        loading = asyncio.create_task(_load_models(services, settings), name="load-models")
         if not settings.preload_models:
             loading.cancel()
         logger.info("parley {} ready on {}:{}", __version__, settings.host, settings.port)
@@ -93,15 +96,36 @@ async def _open_store(settings: Settings) -> TranscriptStore:
     return store
 
 
-async def _load_models(services: Services) -> None:
-    """Load the embedded models at start-up; a failure is logged and shown by /health."""
+async def _load_llm_before_listening(services: Services) -> None:
+    """Load the embedded LLM before the server listens. llama.cpp holds the GIL while it
+    loads a model (measured: the event loop stalled for the whole 14 s load of the 1.1 GB
+    Qwen), so loaded later it would freeze /health and every call; before the socket is
+    open nothing waits on the loop. Its failure is the background load's to report."""
+    embedded = services.embedded
+    if embedded is None or not services.uses("llm"):
+        return
+    started = time.monotonic()
+    with contextlib.suppress(Exception):
+        await embedded.llm.get()
+    logger.info("{} loaded in {:.1f} s", embedded.llm.label, time.monotonic() - started)
+
+
+async def _load_models(services: Services, settings: Settings) -> None:
+    """Load the embedded models at start-up, then warm the first turn's prompt; a failure
+    is logged and shown by /health."""
     started = time.monotonic()
     try:
         await services.load()
+        loaded = time.monotonic()
+        await warm_first_turn(services, settings)
     except Exception as exc:
         logger.error("loading the embedded models failed: {}", exc)
     else:
-        logger.info("models ready in {:.1f} s", time.monotonic() - started)
+        logger.info(
+            "models ready in {:.1f} s (first turn's prompt read in {:.1f} s)",
+            time.monotonic() - started,
+            time.monotonic() - loaded,
+        )
         freeze_startup_objects()
 
 

@@ -45,6 +45,8 @@ class Services:
     agent: Agent | None = None  # the agent file's (PARLEY_AGENT): every call starts with it
     mcp: MCPTools | None = None  # MCP tool servers, one connection each for every call
     http_tools: HTTPTools | None = None
+    # False while the embedded LLM reads the first turn's prompt at start-up: not ready yet.
+    prompt_warm: bool = True
 
     async def start_tool_sources(self) -> None:
         """Connect the MCP servers and register their tools (after the app's own tools, so
@@ -86,20 +88,23 @@ class Services:
 
     @property
     def ready(self) -> bool:
-        """Every embedded model in use is loaded (remote services count as ready)."""
+        """Every embedded model in use is loaded and the first turn's prompt read (remote
+        services count as ready)."""
         if self.embedded is None:
             return True
-        return all(m.ready for m in self.embedded.models if self._uses(m.role))
+        loaded = all(m.ready for m in self.embedded.models if self.uses(m.role))
+        return loaded and self.prompt_warm
 
     async def load(self) -> None:
         """Load and warm the embedded models in use (start-up, off the event loop)."""
         if self.embedded is None:
             return
-        in_use = [m for m in self.embedded.models if self._uses(m.role)]
+        in_use = [m for m in self.embedded.models if self.uses(m.role)]
         for model in in_use:
             await model.get()
 
-    def _uses(self, role: str) -> bool:
+    def uses(self, role: str) -> bool:
+        """Whether ``role`` (stt, llm, tts) runs on an embedded model."""
         return isinstance(getattr(self, role), LocalSTT | LocalLLM | LocalTTS)
 
     async def aclose(self) -> None:
@@ -121,6 +126,13 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
     client-side, HTTP, MCP: the agent's are per call); embedded models load lazily."""
     embedded = None
     if "local" in (settings.provider("stt"), settings.provider("llm"), settings.provider("tts")):
+        model_dir = settings.embedded_model_dir(settings.data_dir)
+        EmbeddedModels.configure(
+            llm=settings.embedded_llm,
+            stt=settings.embedded_stt,
+            model_dir=model_dir,
+            llm_threads=settings.embedded_llm_threads,
+        )
         embedded = EmbeddedModels.shared()
     stt, llm, tts = _stt(settings, embedded), _llm(settings, embedded), _tts(settings, embedded)
     logger.info(

@@ -102,7 +102,8 @@ class VoiceSession:
         self.turn_scoring = self._turn_scoring(services, settings)
         self.echo, self.user_level = self._playout_taps(settings, output, send)
         self.vad = new_vad(settings, services)
-        self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed)
+        self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed,
+                                       streaming=settings.stt_streaming)  # fmt: skip
         self.images, self.vision = self._pictures(settings, video)
         self.tools, self.client_tools = self._tool_calls(settings, tools, ui)
         self.rtvi = self._rtvi_events(settings, tools, send)

@@ -78,6 +78,21 @@ def call_tools(
     return tools
 
 
+async def warm_first_turn(services: Services, settings: Settings) -> None:
+    """Read what every call's first LLM request starts with (the system prompt and the
+    tools a new call offers) into the embedded LLM's prompt cache, at start-up: read cold,
+    that prefix takes seconds on two cores, and the first caller would wait for it."""
+    warm = getattr(services.llm, "warm", None)
+    if warm is None:  # a remote LLM caches (or not) on its own side
+        return
+    tools = call_tools(services, settings, None, None, agent_tools(services, settings))
+    services.prompt_warm = False
+    try:
+        await warm(settings.system_prompt, tools.openai_tools() if tools else [])
+    finally:
+        services.prompt_warm = True
+
+
 def new_conversation(
     context: LLMContext, services: Services, settings: Settings, output: AudioOutput
 ) -> Conversation:

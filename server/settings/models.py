@@ -8,9 +8,12 @@ when an API key or base URL is set, else "local".
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
+
+from pipeline.services.embedded_specs import DEFAULT_LLM, DEFAULT_STT, LLMName, STTName
 
 
 class ModelSettings(BaseModel):
@@ -19,6 +22,23 @@ class ModelSettings(BaseModel):
     stt: Literal["auto", "local", "openai"] = "auto"
     llm: Literal["auto", "local", "openai"] = "auto"
     tts: Literal["auto", "local", "openai"] = "auto"
+    embedded_llm: LLMName = Field(
+        DEFAULT_LLM,
+        description="The embedded LLM: qwen2.5-1.5b (calls tools; ~1.1 GB, ~1.9 GB of RAM), "
+        "qwen2.5-0.5b (for smaller machines) or smollm2-135m (tiny, no tools). A Qwen whose "
+        "packages are missing or whose file fails its check falls back to smollm2-135m.",
+    )
+    embedded_stt: STTName = Field(
+        DEFAULT_STT,
+        description="The embedded STT: whisper-base (multilingual, fewer errors) or "
+        "whisper-tiny.en (faster); whisper-base falls back to whisper-tiny.en if missing.",
+    )
+    model_dir: Path | None = Field(
+        None,
+        description="Folder the chunked embedded models are joined into on first use "
+        "(created if missing; must be writable unless already assembled). Unset: "
+        "<data_dir>/models.",
+    )
     openai_api_key: str | None = Field(
         None, validation_alias=AliasChoices("PARLEY_OPENAI_API_KEY", "OPENAI_API_KEY")
     )
@@ -35,6 +55,19 @@ class ModelSettings(BaseModel):
         description="Longest answer of the LLM, in tokens (spoken!). Unset: 80 for the "
         "embedded LLM (which takes 8 to 400), 1024 for the OpenAI-compatible one; 0 or "
         "empty: the OpenAI-compatible LLM is sent no max_tokens.",
+    )
+    embedded_llm_threads: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="Threads of the embedded LLM (unset: half the cores, at most 4). More "
+        "are faster on an idle machine, and far slower when anything else wants a core.",
+    )
+    stt_streaming: bool = Field(
+        False,
+        description="Embedded STT: transcribe while the user speaks (interim passes, words "
+        "two passes agree on kept) instead of once at the pause. Measured slower and less "
+        "accurate on two cores (see pipeline/services/local_stt.py); for bigger machines.",
     )
     llm_supports_tools: bool = Field(
         True, description="Whether the OpenAI-compatible LLM can call tools."
@@ -113,6 +146,10 @@ class ModelSettings(BaseModel):
             return self.llm_max_tokens or 80
         # A cap on a runaway answer, far above a spoken one (which the prompt keeps short).
         return 1024 if self.llm_max_tokens is None else self.llm_max_tokens or None
+
+    def embedded_model_dir(self, data_dir: Path) -> Path:
+        """Where the chunked embedded models go: ``model_dir``, else ``<data_dir>/models``."""
+        return self.model_dir or data_dir / "models"
 
     def provider(self, role: Literal["stt", "llm", "tts"]) -> Literal["local", "openai"]:
         """Which implementation serves ``role``, resolving "auto"."""
