@@ -175,7 +175,10 @@ export class ParleyClient {
     this.channel = channel;
     channel.onopen = () => {
       for (const text of this.outbox.splice(0)) channel.send(text);
-      this.pingTimer = setInterval(() => channel.send(`ping: ${Date.now()}`), PING_MS);
+      // The channel can close before the timer is cleared (the server hangs up first).
+      this.pingTimer = setInterval(() => {
+        if (channel.readyState === "open") channel.send(`ping: ${Date.now()}`);
+      }, PING_MS);
     };
     // Only the current channel counts (an old one may report its close after a reconnect).
     channel.onclose = () => channel === this.channel && this.lost("data channel closed");

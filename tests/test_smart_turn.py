@@ -35,7 +35,8 @@ def test_the_pinned_file_is_found_without_importing_pipecat() -> None:
 def test_a_missing_or_different_file_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(
         ModelFileError,
-        match=r"missing; reinstall with `pip install --no-deps pipecat-ai==1\.14\.0`",
+        match=r"missing; reinstall with `pip install --no-deps pipecat-ai==1\.14\.0 "
+        r"--force-reinstall`",
     ):
         find_smart_turn_model(tmp_path)
     target = tmp_path / MODEL_PATH

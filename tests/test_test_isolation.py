@@ -72,7 +72,8 @@ def test_probe_in_process_app() -> None:
                         tts="openai", openai_base_url="http://127.0.0.1:9")  # fmt: skip
     assert settings.system_prompt == DEFAULT_PROMPT
     assert settings.openai_api_key is None and settings.host == "127.0.0.1"
-    leaked = sorted(k for k in os.environ if k.startswith("PARLEY_") and k != "PARLEY_DATA_DIR")
+    ours = ("PARLEY_DATA_DIR", "PARLEY_EMBEDDED_LLM")  # conftest's own test defaults
+    leaked = sorted(k for k in os.environ if k.startswith("PARLEY_") and k not in ours)
     assert leaked == [] and "OPENAI_API_KEY" not in os.environ
     app = create_app(settings)
     with TestClient(app) as http:
