@@ -35,7 +35,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ import httpx  # noqa: E402
 from server.settings import Settings  # noqa: E402
 from testkit.rtc_client import RTCTestClient, split_candidates  # noqa: E402
 from testkit.server_process import ServerProcess  # noqa: E402
+from testkit.udp_targets import Target, targets, with_candidates  # noqa: E402
 
 SCENARIOS = ("slots", "starts", "keys", "candidates", "sections")
 ATTACKERS = [f"127.0.0.{i}" for i in range(2, 12)]  # ten addresses of one /24
@@ -253,39 +254,6 @@ async def keys(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # -- item 5: candidates ------------------------------------------------------------------------
-
-
-class Target(asyncio.DatagramProtocol):
-    def __init__(self) -> None:
-        self.datagrams = 0
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.datagrams += 1
-
-
-@contextlib.asynccontextmanager
-async def targets(count: int) -> AsyncIterator[list[tuple[int, Target]]]:
-    """``count`` UDP sockets on 127.0.0.1 that count what reaches them."""
-    loop = asyncio.get_running_loop()
-    opened = [
-        await loop.create_datagram_endpoint(Target, local_addr=("127.0.0.1", 0))
-        for _ in range(count)
-    ]
-    try:
-        yield [(t.get_extra_info("sockname")[1], p) for t, p in opened]
-    finally:
-        for transport, _ in opened:
-            transport.close()
-
-
-def with_candidates(sdp: str, ports: list[int]) -> str:
-    """``sdp`` with a host candidate toward 127.0.0.1:port for each port, in its last
-    section (with max-bundle aiortc takes the bundle's candidates from the last one)."""
-    extra = "".join(
-        f"a=candidate:{n} 1 udp {2130706431 - n} 127.0.0.1 {port} typ host\r\n"
-        for n, port in enumerate(ports)
-    )
-    return sdp + extra
 
 
 def reached(group: list[tuple[int, Target]]) -> tuple[int, int]:

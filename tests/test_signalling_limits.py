@@ -21,6 +21,7 @@ import pytest
 
 from testkit.rtc_client import RTCTestClient, split_candidates
 from testkit.server_process import ServerProcess
+from testkit.udp_targets import Target, targets, with_candidates
 
 # -- helpers -------------------------------------------------------------------------------------
 
@@ -73,39 +74,6 @@ async def post_offer(
     http: httpx.AsyncClient, sdp: str, pc_id: str | None = None, path: str = "/api/offer"
 ) -> httpx.Response:
     return await http.post(path, json={"sdp": sdp, "type": "offer", "pc_id": pc_id})
-
-
-class Target(asyncio.DatagramProtocol):
-    """A UDP port on 127.0.0.1 that counts the datagrams (STUN checks) reaching it."""
-
-    def __init__(self) -> None:
-        self.datagrams = 0
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.datagrams += 1
-
-
-@contextlib.asynccontextmanager
-async def targets(count: int) -> AsyncIterator[list[tuple[int, Target]]]:
-    loop = asyncio.get_running_loop()
-    opened = [
-        await loop.create_datagram_endpoint(Target, local_addr=("127.0.0.1", 0))
-        for _ in range(count)
-    ]
-    try:
-        yield [(t.get_extra_info("sockname")[1], p) for t, p in opened]
-    finally:
-        for transport, _ in opened:
-            transport.close()
-
-
-def with_candidates(sdp: str, ports: list[int], host: str = "127.0.0.1") -> str:
-    """``sdp`` with a host candidate toward ``host:port`` per port, in its last section
-    (with max-bundle aiortc takes the bundle's candidates from the last one)."""
-    return sdp + "".join(
-        f"a=candidate:{n} 1 udp {2130706431 - n} {host} {port} typ host\r\n"
-        for n, port in enumerate(ports)
-    )
 
 
 def reached(group: list[tuple[int, Target]]) -> int:
