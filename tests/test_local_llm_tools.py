@@ -27,8 +27,8 @@ import pytest
 from pipeline.builtin_tools import default_registry
 from pipeline.services.embedded import EmbeddedConfig, EmbeddedModels
 from pipeline.services.llm import LLMChunk, TextDelta, ToolCallRequest, UsageReport
-from pipeline.services.local_llm import (
-    LocalLLM,
+from pipeline.services.local_llm import LocalLLM
+from pipeline.services.local_llm_prompt import (
     estimate_tokens,
     fenced_calls,
     to_tool_chat_messages,

@@ -28,7 +28,8 @@ from pipeline.model_files import ModelFileError, ModelPackage
 from pipeline.services.embedded import EmbeddedConfig, EmbeddedModels
 from pipeline.services.embedded_specs import HALF_THE_CORES, HIBARI, SMOLLM2, WHISPER
 from pipeline.services.llm import TextDelta, UsageReport
-from pipeline.services.local_llm import ContextWindow, LocalLLM, estimate_tokens, to_chat_messages
+from pipeline.services.local_llm import LocalLLM
+from pipeline.services.local_llm_prompt import ContextWindow, estimate_tokens, to_chat_messages
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.local_tts import PEAK_CEILING_DBFS, TARGET_RMS_DBFS, LocalTTS, speech_rms
 from pipeline.services.workers import PoolSaturated, WorkerPool
