@@ -83,8 +83,15 @@ def test_open_fds_and_threads_follow_what_the_process_holds() -> None:
 
 def test_health_and_metrics_count_the_same_descriptors_in_process() -> None:
     metrics = ServerMetrics()
-    stats = process_stats()
-    scraped = parse(metrics.render().decode())
+    # Threads other tests left (model loaders, pools winding down) may end between two
+    # reads: compare a scrape taken while the counts held still.
+    for _ in range(20):
+        stats = process_stats()
+        scraped = parse(metrics.render().decode())
+        after = process_stats()
+        if (after.threads, after.open_fds) == (stats.threads, stats.open_fds):
+            break
+        time.sleep(0.05)
     assert scraped.value("process_open_fds") == stats.open_fds
     assert scraped.value("parley_threads") == stats.threads
     rss = scraped.value("process_resident_memory_bytes") or 0
