@@ -19,13 +19,13 @@ import os
 from collections.abc import Iterator
 from contextlib import aclosing
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from pipeline.builtin_tools import default_registry
 from pipeline.services.embedded import EmbeddedConfig, EmbeddedModels
+from pipeline.services.embedded_specs import LLMS
 from pipeline.services.llm import LLMChunk, TextDelta, ToolCallRequest, UsageReport
 from pipeline.services.local_llm import LocalLLM
 from pipeline.services.local_llm_prompt import (
@@ -127,14 +127,13 @@ class ScriptedServer:
 
 
 class ScriptedModels:
-    """What LocalLLM uses of EmbeddedModels; ``spec`` None: a registry without llm_spec."""
+    """What LocalLLM uses of EmbeddedModels (SmolLM2's spec unless given another)."""
 
-    def __init__(self, server: ScriptedServer, spec: Any = None) -> None:
+    def __init__(self, server: ScriptedServer, spec: Any = LLMS["smollm2-135m"]) -> None:
         from pipeline.services.workers import WorkerPool
 
         self.config = EmbeddedConfig()
-        if spec is not None:
-            self.llm_spec = spec
+        self.llm_spec = spec
         self.server = server
         self.llm = self
         self.pool = WorkerPool("scripted LLM", 2, 8)
@@ -143,12 +142,7 @@ class ScriptedModels:
         return self.server
 
 
-QWEN_SPEC = SimpleNamespace(
-    name="qwen2.5-1.5b",
-    label="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
-    supports_tools=True,
-    context=2048,
-)
+QWEN_SPEC = LLMS["qwen2.5-1.5b"]
 
 
 def deltas(*texts: str, finish: str = "stop") -> list[dict[str, Any]]:

@@ -33,12 +33,12 @@ import asyncio
 import threading
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.messages import Usage
 from pipeline.services.content_tool_calls import ContentToolCalls, DeltaToolCalls
 from pipeline.services.embedded import EmbeddedModels
+from pipeline.services.embedded_specs import LLMSpec
 from pipeline.services.llm import LLMChunk, LLMStream, TextDelta, ToolCallRequest, UsageReport
 from pipeline.services.local_llm_prompt import (
     RESERVED_TOKENS,
@@ -52,16 +52,6 @@ if TYPE_CHECKING:
     from xllamacpp import Server
 
 _TOOL_CHOICES = ("auto", "none", "required")
-
-
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    """What LocalLLM reads of ``EmbeddedModels.llm_spec``; SmolLM2's when it has none."""
-
-    name: str = "smollm2-135m"
-    label: str = "SmolLM2-135M-Instruct Q4_1"
-    supports_tools: bool = False
-    context: int | None = None  # None: ``EmbeddedConfig.llm_context``
 
 
 # (temperature, repeat penalty) by model: SmolLM2's card suggests a low temperature and the
@@ -109,23 +99,22 @@ class LocalLLM:
         self.repeat_penalty = repeat_penalty
 
     @property
-    def spec(self) -> Any:
+    def spec(self) -> LLMSpec:
         """The loaded model's spec (read each time: a fallback at load time changes it)."""
-        return getattr(self._models, "llm_spec", None) or _Spec()
+        return self._models.llm_spec
 
     @property
     def supports_tools(self) -> bool:
-        return bool(getattr(self.spec, "supports_tools", False))
+        return self.spec.supports_tools
 
     @property
     def model(self) -> str:
-        return str(getattr(self.spec, "label", "") or _Spec.label)
+        return self.spec.label
 
     @property
     def window(self) -> ContextWindow:
         """The prompt budget of one slot: its context less the answer and the template."""
-        context = getattr(self.spec, "context", None) or self._models.config.llm_context
-        return ContextWindow(context - self.max_tokens - RESERVED_TOKENS)
+        return ContextWindow(self.spec.context - self.max_tokens - RESERVED_TOKENS)
 
     def stream(
         self,
