@@ -16,7 +16,8 @@ longer than ``max_utterance_secs`` is sent off at that length and recording goes
 (whisper reads at most 30 s at a time). STT failures go to ``on_error``; the session
 goes on.
 
-Streaming (``streaming=True``; off by default until its figures are in), with an STT
+Streaming (``streaming=True``; off by default: on two cores it left more STT time after
+the stop, not less, see :mod:`pipeline.services.local_stt`), with an STT
 that can (a :class:`~pipeline.services.stt.StreamingSTTService`,
 such as the embedded whisper): while the user speaks, an interim pass reads the
 recording so far whenever ``interim_secs`` of new audio (and at least twice the last
