@@ -44,7 +44,15 @@ from testkit.clip_ear import ClipEar
 from testkit.measure import stats
 from testkit.rtc_client import RTCTestClient
 from testkit.targets import start_stub, start_target
-from testkit.turn_clips import COMPLETE, PAUSED, TurnClip, eval_set, write_wav
+from testkit.turn_clips import (
+    COMPLETE,
+    HELD_OUT_COMPLETE,
+    HELD_OUT_PAUSED,
+    PAUSED,
+    TurnClip,
+    eval_set,
+    write_wav,
+)
 
 TARGETS = ("parley", "parley-fixed", "pipecat", "pipecat-fixed")
 LEAD = 0.4  # silence before each clip
@@ -135,7 +143,7 @@ def server_figures(url: str, pc_id: str | None, clips: int) -> dict[str, Any]:
 def summarise(results: list[dict], voice: str) -> dict[str, Any]:
     mine = [r for r in results if r["voice"] == voice]
     complete = [r for r in mine if r["kind"] == "complete"]
-    questions = [r for r in complete if r["name"].split(":")[-1] in QUESTION_SLUGS]
+    questions = [r for r in complete if r["name"].split(":")[-1] in question_slugs()]
     paused = [r for r in mine if r["kind"] != "complete"]
     v2v = [r["voice_to_voice"] for r in questions if r["voice_to_voice"] is not None]
     return {
@@ -153,13 +161,17 @@ def summarise(results: list[dict], voice: str) -> dict[str, Any]:
     }
 
 
-QUESTION_SLUGS = {
-    re.sub(r"[^a-z0-9]+", "-", q.lower()).strip("-")[:40] for q in COMPLETE if q.endswith("?")
-}
+SENTENCES = {"bench": (COMPLETE, PAUSED), "held-out": (HELD_OUT_COMPLETE, HELD_OUT_PAUSED)}
+
+
+def question_slugs() -> set[str]:
+    """The clip-name tails of the complete turns that are questions, in every set."""
+    every = [q for complete, _ in SENTENCES.values() for q in complete]
+    return {re.sub(r"[^a-z0-9]+", "-", q.lower()).strip("-")[:40] for q in every if q.endswith("?")}
 
 
 def run_target(target: str, args: argparse.Namespace, clips: list[TurnClip], folder: Path) -> dict:
-    ear = ClipEar()
+    ear = ClipEar(punctuation=not args.unpunctuated)
     answer = "Sure, here is the answer."
     stub = start_stub(args, answer, "")
     stub.config.transcriber = ear
@@ -209,13 +221,18 @@ def main() -> None:
     parser.add_argument("--tts-seconds-per-char", type=float, default=0.06)
     parser.add_argument("--vad-stop-secs", type=float, default=0.2)
     parser.add_argument("--user-speech-timeout", type=float, default=0.6)
+    parser.add_argument("--sentences", choices=tuple(SENTENCES), default="bench")
+    parser.add_argument(
+        "--unpunctuated", action="store_true", help="the stub STT returns words without punctuation"
+    )
     parser.add_argument("--limit", type=int, default=0, help="only the first N clips (0: all)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args()
     args.users = 1
     args.voices = tuple(args.voices.split(","))
     pauses = tuple(float(p) for p in args.pauses.split(","))
-    clips = eval_set(voices=args.voices, pauses=pauses, complete=COMPLETE, paused=PAUSED)
+    complete, paused = SENTENCES[args.sentences]
+    clips = eval_set(voices=args.voices, pauses=pauses, complete=complete, paused=paused)
     if args.limit:
         clips = clips[: args.limit]
     folder = Path(tempfile.mkdtemp(prefix="turn-taking-"))
@@ -223,6 +240,8 @@ def main() -> None:
         "delays_ms": {"stt": 1000 * args.stt_delay, "llm": 1000 * args.llm_delay,
                       "tts": 1000 * args.tts_delay},
         "clips": len(clips),
+        "sentences": args.sentences,
+        "punctuation": not args.unpunctuated,
         "targets": {},
     }  # fmt: skip
     for target in args.targets.split(","):

@@ -5,6 +5,7 @@ spoken there are returned."""
 from __future__ import annotations
 
 import io
+import re
 import wave
 
 import numpy as np
@@ -37,11 +38,14 @@ class ClipEar:
     """The OpenAI stub's STT for a bench (``StubConfig.transcriber``): it finds the
     uploaded utterance in the clip being played and returns the words spoken there, as
     :func:`~testkit.turn_clips.perfect_words` does. ``clip`` is set before each clip
-    plays; ``heard`` keeps what it returned."""
+    plays; ``heard`` keeps what it returned. ``punctuation=False`` returns the words
+    bare, as many streaming and telephony recognizers do ("can you tell me what the
+    answer is", no final "?")."""
 
-    def __init__(self) -> None:
+    def __init__(self, punctuation: bool = True) -> None:
         self.clip: TurnClip | None = None
         self.heard: list[str] = []
+        self.punctuation = punctuation
 
     def __call__(self, wav: bytes) -> str:
         clip = self.clip
@@ -53,5 +57,7 @@ class ClipEar:
         utterance = resample(samples, rate, RATE)
         start, end = locate(utterance, clip.audio)
         text = clip.heard(start, end)
+        if not self.punctuation:
+            text = re.sub(r"[^\w' ]", "", text)
         self.heard.append(text)
         return text

@@ -71,6 +71,33 @@ PAUSED = (
 )
 PAUSES = (0.5, 0.6)
 
+# Held out: never used to tune a cue or a wait; the bench's second opinion (``--sentences
+# held-out``), in the spirit of the checks outside this repository.
+HELD_OUT_COMPLETE = (
+    "Can you tell me what the answer is?",
+    "Is there a bank near the hotel?",
+    "Do I need a reservation for dinner?",
+    "How do I reset my password?",
+    "Are you open on Christmas Day?",
+    "Where is the closest gas station?",
+    "Can I bring my dog on the train?",
+    "Who won the game last night?",
+    "Should I take an umbrella tomorrow?",
+    "What does the word serendipity mean?",
+    "Will it snow this weekend?",
+    "Why is the sky blue?",
+    "Book me a taxi to the airport.",
+    "I lost my credit card yesterday.",
+)
+HELD_OUT_PAUSED = (
+    ("unfinished", "Can you tell me what the answer is?", "me"),
+    ("unfinished", "Is there a way to change my booking?", "to"),
+    ("preface", "I have a question, do you deliver on weekends?", "question"),
+    ("hesitation", "Where is, um, the nearest post office?", "um"),
+    ("unfinished", "I'm looking for a hotel near the station.", "for"),
+    ("unfinished", "Do you know if the bakery is open?", "if"),
+)
+
 
 @dataclass
 class Word:
