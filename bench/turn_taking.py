@@ -25,6 +25,11 @@ whether the stored transcript holds one user turn per clip.
 
     .venv/bin/python -m bench.turn_taking                       # all four targets
     .venv/bin/python -m bench.turn_taking --targets parley --voices hibari --json out.json
+    .venv/bin/python -m bench.turn_taking --targets parley --language es --unpunctuated
+
+``--language es|fr|de`` plays that language's set (``testkit/turn_languages.py``) in
+espeak-ng's voice for it and starts Parley with ``PARLEY_LANGUAGE`` set to it (the
+Pipecat targets get no language).
 """
 
 from __future__ import annotations
@@ -51,8 +56,10 @@ from testkit.turn_clips import (
     PAUSED,
     TurnClip,
     eval_set,
+    slug,
     write_wav,
 )
+from testkit.turn_languages import LANGUAGE_SETS
 
 TARGETS = ("parley", "parley-fixed", "pipecat", "pipecat-fixed")
 LEAD = 0.4  # silence before each clip
@@ -91,7 +98,28 @@ async def play_clip(client: RTCTestClient, ear: ClipEar, clip: TurnClip, wav: Pa
     }
 
 
-async def run_clips(url: str, ear: ClipEar, clips: list[TurnClip], folder: Path) -> dict:
+# Where a turn's time went, from the server's histograms (seconds summed, per clip):
+# the end of speech to the end of the turn (the VAD's stop window included), the STT's
+# time from the VAD's stop to the words, the LLM's and TTS's first byte, and the end of
+# speech to the first audio out.
+STAGES = {
+    "turn_end_wait": ("parley_user_turn_end_wait_seconds_sum", ""),
+    "stt": ("parley_service_ttfb_seconds_sum", '{service="stt"}'),
+    "llm": ("parley_service_ttfb_seconds_sum", '{service="llm"}'),
+    "tts": ("parley_service_ttfb_seconds_sum", '{service="tts"}'),
+    "server_v2v": ("parley_voice_to_voice_seconds_sum", ""),
+}
+
+
+async def stage_sums(url: str) -> dict[str, float]:
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{url}/metrics", timeout=10)).text
+    return {k: metric_values(text, name).get(labels, 0.0) for k, (name, labels) in STAGES.items()}
+
+
+async def run_clips(
+    url: str, ear: ClipEar, clips: list[TurnClip], folder: Path, breakdown: bool = False
+) -> dict:
     client = RTCTestClient(url, jitter_frames=1)
     results = []
     try:
@@ -99,7 +127,11 @@ async def run_clips(url: str, ear: ClipEar, clips: list[TurnClip], folder: Path)
         await asyncio.sleep(1.0)
         for index, clip in enumerate(clips):
             wav = write_wav(clip, folder / f"clip{index:03d}.wav", LEAD)
+            before = await stage_sums(url) if breakdown else {}
             results.append(await play_clip(client, ear, clip, wav))
+            if breakdown:
+                after = await stage_sums(url)
+                results[-1]["stages_ms"] = {k: round(1000 * (after[k] - before[k])) for k in after}
     finally:
         await client.close()
     return {"pc_id": client.pc_id, "clips": results}
@@ -146,7 +178,12 @@ def summarise(results: list[dict], voice: str) -> dict[str, Any]:
     questions = [r for r in complete if r["name"].split(":")[-1] in question_slugs()]
     paused = [r for r in mine if r["kind"] != "complete"]
     v2v = [r["voice_to_voice"] for r in questions if r["voice_to_voice"] is not None]
+    answered = [r for r in questions if r["voice_to_voice"] is not None and "stages_ms" in r]
     return {
+        "question_stages_p50_ms": {
+            stage: stats([r["stages_ms"][stage] / 1000 for r in answered]).get("p50_ms")
+            for stage in STAGES
+        },
         "questions": len(questions),
         "questions_answered": len(v2v),
         "question_v2v": stats(v2v),
@@ -167,7 +204,8 @@ SENTENCES = {"bench": (COMPLETE, PAUSED), "held-out": (HELD_OUT_COMPLETE, HELD_O
 def question_slugs() -> set[str]:
     """The clip-name tails of the complete turns that are questions, in every set."""
     every = [q for complete, _ in SENTENCES.values() for q in complete]
-    return {re.sub(r"[^a-z0-9]+", "-", q.lower()).strip("-")[:40] for q in every if q.endswith("?")}
+    every += [q for complete, _, _ in LANGUAGE_SETS.values() for q in complete]
+    return {slug(q) for q in every if q.endswith("?")}
 
 
 def run_target(target: str, args: argparse.Namespace, clips: list[TurnClip], folder: Path) -> dict:
@@ -178,13 +216,16 @@ def run_target(target: str, args: argparse.Namespace, clips: list[TurnClip], fol
     args.turn_end = "fixed" if target == "parley-fixed" else "adaptive"
     args.pipecat_stop = "speech-timeout" if target == "pipecat-fixed" else "smart-turn"
     kind = "pipecat" if target.startswith("pipecat") else "parley"
-    server = start_target(kind, args, stub, folder / f"{target}.log")
+    language = {"PARLEY_LANGUAGE": args.language, **dict(kv.split("=", 1) for kv in args.set)}
+    server = start_target(kind, args, stub, folder / f"{target}.log", env=language)
     try:
-        out = asyncio.run(run_clips(server.url, ear, clips, folder))
+        out = asyncio.run(run_clips(server.url, ear, clips, folder, breakdown=kind == "parley"))
         if kind == "parley":
             out["server"] = server_figures(server.url, out["pc_id"], len(clips))
         llm_calls = sum(1 for r in stub.requests() if r.path.endswith("/chat/completions"))
         out["llm_calls"] = llm_calls
+        # Speculative STT requests a pause the user spoke through wasted show up here.
+        out["stt_calls"] = sum(1 for r in stub.requests() if r.path.endswith("/transcriptions"))
     finally:
         server.stop()
         stub.stop()
@@ -213,7 +254,7 @@ def markdown(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--targets", default=",".join(TARGETS))
-    parser.add_argument("--voices", default="hibari,espeak")
+    parser.add_argument("--voices", help="default: hibari,espeak; espeak-<language>")
     parser.add_argument("--pauses", default="0.5,0.6")
     parser.add_argument("--stt-delay", type=float, default=0.05)
     parser.add_argument("--llm-delay", type=float, default=0.2)
@@ -223,15 +264,29 @@ def main() -> None:
     parser.add_argument("--user-speech-timeout", type=float, default=0.6)
     parser.add_argument("--sentences", choices=tuple(SENTENCES), default="bench")
     parser.add_argument(
+        "--language", choices=tuple(LANGUAGE_SETS), default="en",
+        help="another language's set and voice, and PARLEY_LANGUAGE (not en: --sentences "
+        "is ignored)",
+    )  # fmt: skip
+    parser.add_argument(
         "--unpunctuated", action="store_true", help="the stub STT returns words without punctuation"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PARLEY_X=VALUE",
+        help="another Parley setting (repeatable)",
     )
     parser.add_argument("--limit", type=int, default=0, help="only the first N clips (0: all)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args()
     args.users = 1
-    args.voices = tuple(args.voices.split(","))
+    complete, paused, voices = LANGUAGE_SETS[args.language]
+    if args.language == "en":
+        complete, paused = SENTENCES[args.sentences]
+    args.voices = tuple(args.voices.split(",")) if args.voices else voices
     pauses = tuple(float(p) for p in args.pauses.split(","))
-    complete, paused = SENTENCES[args.sentences]
     clips = eval_set(voices=args.voices, pauses=pauses, complete=complete, paused=paused)
     if args.limit:
         clips = clips[: args.limit]
@@ -240,7 +295,8 @@ def main() -> None:
         "delays_ms": {"stt": 1000 * args.stt_delay, "llm": 1000 * args.llm_delay,
                       "tts": 1000 * args.tts_delay},
         "clips": len(clips),
-        "sentences": args.sentences,
+        "sentences": args.sentences if args.language == "en" else args.language,
+        "language": args.language,
         "punctuation": not args.unpunctuated,
         "targets": {},
     }  # fmt: skip

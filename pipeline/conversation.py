@@ -26,7 +26,7 @@ from typing import Any
 from loguru import logger
 
 from pipeline.aggregators import AssistantAggregator, UserAggregator
-from pipeline.barge_in import BargeIn
+from pipeline.barge_in import BargeIn, OnsetPause
 from pipeline.bot_turn import DEFAULT_TTS_AHEAD, BotTurn, turn_error
 from pipeline.context import LLMContext
 from pipeline.frames import (
@@ -41,6 +41,8 @@ from pipeline.frames import (
     LLMRunRequested,
     Metric,
     ServiceError,
+    SpeechFalseStart,
+    SpeechOnset,
     SpeechStarted,
     SpeechStopped,
     SummaryRequested,
@@ -91,6 +93,7 @@ class Conversation:
         interruptions: InterruptionParams | None = None,
         pause_on_interruption: bool = True,
         tts_ahead: float = DEFAULT_TTS_AHEAD,
+        pause_at_onset: OnsetPause = "auto",
     ) -> None:
         self.context = context
         self.llm = llm
@@ -126,6 +129,7 @@ class Conversation:
             self.feed,
             interruptions,
             enabled=pause_on_interruption,
+            at_onset=pause_at_onset,
         )
         self._run_pending = False
         self._audio_next = True
@@ -162,6 +166,10 @@ class Conversation:
             self.turns.advance(t)
         if isinstance(event, SpeechStarted):
             self._onset = event.t  # before the turn it starts reaches anyone
+        elif isinstance(event, SpeechOnset):
+            self._pause_at_onset(event.t)
+        elif isinstance(event, SpeechFalseStart):
+            self.barge_in.false_start(event.t)
         if self.barge_in.pending and isinstance(
             event, Transcription | SpeechStarted | SpeechStopped
         ):
@@ -175,11 +183,29 @@ class Conversation:
             self.user.handle(event)
         if not self.turns.handle(event):
             self.events.emit(event)
+        if isinstance(event, SpeechStarted) and self.barge_in.held:
+            # Confirmed, but no barge-in came of it (muted, a turn going on): go on.
+            self.barge_in.false_start(event.t)
+
+    def _pause_at_onset(self, t: float) -> None:
+        """The first sound of what may be the user's voice: if its confirmation would
+        barge in, the bot goes silent now (judged then, resumed at a false start)."""
+        turns = self.turns
+        if turns.muted or turns.turn_active or not self.bot_active:
+            return
+        starts = turns.controller.start_strategies  # a min-words start waits for words
+        if any(s.name == "vad" and s.enable_interruptions for s in starts):
+            self.barge_in.onset(t, self._mid_reply())
+
+    def _mid_reply(self) -> bool:
+        """The reply in progress has been heard (its output may have run dry a moment)."""
+        turn = self._turn
+        return turn is not None and turn is self._voiced and not turn.done()
 
     def tick(self) -> None:
         """Fire turn-taking timers that are due (the session calls this per audio frame)."""
         now = self.clock()
-        if self.barge_in.pending:
+        if self.barge_in.pending or self.barge_in.held:
             self.barge_in.advance(now)
         self.turns.advance(now)
 
@@ -303,9 +329,7 @@ class Conversation:
             self.merger.barge_in(event.t)
             # Pause and judge speech the VAD heard; words (a min-words start) interrupt.
             heard = event.strategy == "vad"
-            turn = self._turn
-            mid_reply = turn is not None and turn is self._voiced and not turn.done()
-            if not (heard and self.barge_in.pause(self._onset, event.t, mid_reply)):
+            if not (heard and self.barge_in.pause(self._onset, event.t, self._mid_reply())):
                 self.interrupt(event.t)  # nothing playing to pause: cancel at once
 
     def _dismiss_turn(self, t: float, text: str) -> None:

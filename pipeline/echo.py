@@ -9,19 +9,28 @@ The server knows what it played sample for sample, and uses it two ways:
   delays up to 0.5 s, while the bot speaks. Measured on the bot's voice: an echo from
   -30 dB up (-10 dB through Opus over WebRTC) correlates at 0.8-0.99 at its true delay,
   window after window; no echo stays below 0.3 but for chance peaks at wandering delays.
+  Only the blocks where the bot was audible at a delay count for that delay (a caller
+  who began 0.3 s after the bot otherwise "was" an echo at 0.3 s, from one onset). A
+  caller who talks over the bot keeps the peak in between for as long as they talk; the
+  gate below rules the echo out sooner, from the bot loud while the room stayed quiet.
 - WebRTC's AEC3 (``pywebrtc-audio``: the echo canceller Chrome runs, Apache-2.0) removes
   the echo. On the bot's voice echoed at -20 to -3 dB, 150 to 300 ms, the VAD fired 8
   times on the raw echo and never after AEC3, from its first word. But when it has no
   echo path to model, this AEC3 treats the user's voice as echo whenever the bot is loud
-  at that instant: a "mhm" came out 46 dB down, a barge-in 10 dB down. A linear canceller
-  (speex) is transparent then, but let the first second of echo through and needs its
-  filter to cover the delay.
+  at that instant: a "mhm" came out 46 dB down, a barge-in 10 dB down, and a question
+  asked over the greeting reached the VAD late and in pieces (answered whole in 0 to 3
+  of 20 calls of ``bench/greeting_overlap.py``). A linear canceller (speex) is transparent
+  then, but lets the first second of echo through and needs its filter to cover the
+  delay.
 
-So :class:`EchoCanceller` passes the user's audio through AEC3 while an echo path is
-present or not yet ruled out (the first seconds the bot speaks), and untouched once the
-detector has seen the bot speak for a while with nothing coming back: the common case
-of a browser cancelling its own echo. AEC3 then stops running (it costs about 1 % of a
-core); the detector goes on, and an echo appearing later switches AEC3 back on.
+So :class:`EchoCanceller` passes AEC3's output once an echo path is present; while it is
+not yet known (the first second or two the bot speaks) only for frames that look like
+an echo of what was played (:class:`~pipeline.near_end.NearEndGate`), the audio as it
+came otherwise; and untouched once the detector has seen the bot speak with nothing
+coming back: the common case of a browser cancelling its own echo. AEC3 then stops
+running (it costs about 1 % of a core); the detector goes on, and an echo appearing
+later switches AEC3 back on. While the path is unknown AEC3 still runs on every frame,
+so that its filter has converged if an echo turns out to be there.
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ from enum import Enum
 import numpy as np
 from pywebrtc_audio import EchoCanceller as AEC3
 
-from pipeline.audio_level import INT16_FULL_SCALE, block_dbfs
+from pipeline.echo_envelopes import AUDIBLE_DB, BLOCK, correlations, delayed, levels
+from pipeline.near_end import NearEndGate
 from pipeline.resampling import Decimator
 
 RATE = 16000
@@ -62,7 +72,7 @@ class EchoPathDetector:
     two windows in a row peaking at ``present_peak`` or more at the same delay (a voice
     like the bot's, saying other things, may reach it once, never at a steady delay);
     ``absent`` takes ``absent_windows`` in a row below ``absent_peak`` while the bot was
-    audible. In between the view is kept.
+    audible (or :meth:`rule_out`). In between the view is kept.
     """
 
     def __init__(
@@ -81,11 +91,11 @@ class EchoPathDetector:
         """``mic``: the last samples heard (up to ``WINDOW``); ``ref``: the samples played
         that could be in them, ``MAX_DELAY`` more (``ref[MAX_DELAY:]`` went out as
         ``mic`` came in)."""
-        heard, played = _envelope(mic), _envelope(ref)
-        span = MAX_DELAY // _BLOCK
-        if np.mean(played[span:] > _AUDIBLE_DB) < 0.3:
+        heard, played = levels(mic), levels(ref)
+        span = MAX_DELAY // BLOCK
+        if np.mean(played[span:] > AUDIBLE_DB) < 0.3:
             return self.state  # the bot said little: no evidence either way
-        peak, lag = _best_lag(heard, played, span + _EDGE)
+        peak, lag = _best_lag(heard, played)
         self.last_peak = peak
         steady = self._last_lag is not None and abs(lag - self._last_lag) <= 2
         self._last_lag = lag if peak >= self.present_peak and lag < span else None
@@ -99,33 +109,22 @@ class EchoPathDetector:
             self._quiet_windows = 0
         return self.state
 
-
-_BLOCK = RATE // 100  # 10 ms envelope blocks
-_EDGE = 5  # blocks searched past MAX_DELAY, so a peak at the edge shows as one
-_AUDIBLE_DB = -45.0
-_SILENCE_DB = -90.0  # what a silent block reads in the envelopes
-
-
-def _envelope(samples: np.ndarray) -> np.ndarray:
-    """Log energy (dBFS) of each 10 ms block."""
-    scaled = samples.astype(np.float32) / np.float32(INT16_FULL_SCALE)
-    return block_dbfs(scaled, _BLOCK, floor_db=_SILENCE_DB)
+    def rule_out(self) -> None:
+        """No echo at any delay (:meth:`pipeline.near_end.NearEndGate.no_echo`)."""
+        if self.state is EchoPath.UNKNOWN:
+            self.state, self.delay, self._quiet_windows = EchoPath.ABSENT, None, 0
 
 
-def _best_lag(heard: np.ndarray, played: np.ndarray, lags: int) -> tuple[float, int]:
-    """The highest Pearson correlation of ``heard`` with ``played`` shifted by 0..lags
-    blocks (``played`` starts ``MAX_DELAY`` before ``heard``), and its lag."""
-    span = played.size - heard.size
-    h = heard - heard.mean()
-    h_norm = float(np.sqrt(np.dot(h, h))) + 1e-9
-    best, best_lag = -1.0, 0
-    for lag in range(min(lags, span + 1)):
-        p = played[span - lag : span - lag + heard.size]
-        p = p - p.mean()
-        r = float(np.dot(h, p)) / (h_norm * (float(np.sqrt(np.dot(p, p))) + 1e-9))
-        if r > best:
-            best, best_lag = r, lag
-    return best, best_lag
+_MIN_AUDIBLE = 30  # blocks of the bot audible at a delay for it to count (0.3 s)
+
+
+def _best_lag(heard: np.ndarray, played: np.ndarray) -> tuple[float, int]:
+    """The highest correlation of ``heard`` with ``played`` at a delay of 0 to
+    ``MAX_DELAY`` (``played`` starts ``MAX_DELAY`` before ``heard``), over the blocks
+    where the bot was audible at that delay, and its delay in blocks."""
+    r = correlations(heard, delayed(heard, played), _MIN_AUDIBLE)
+    lag = int(np.argmax(r))
+    return float(r[lag]), lag
 
 
 class _Ring:
@@ -172,7 +171,10 @@ class EchoCanceller:
         self._played = _Ring(MAX_DELAY + WINDOW)
         self._since_check = 0
         self._seen = 0  # samples heard since the start
+        # While the path is unknown: which frames sound like an echo (AEC3's output).
+        self.gate: NearEndGate | None = NearEndGate()
         self.cancelled = 0  # inbound frames that went through AEC3
+        self.passed = 0  # of those, frames passed as they came: not like an echo
 
     @property
     def state(self) -> EchoPath:
@@ -205,16 +207,29 @@ class EchoCanceller:
         if far.size < n:  # the bot fell silent: its echo may still be on the way
             far = np.concatenate([far, np.zeros(n - far.size, np.int16)])
         self._remember(near, far)
-        if self.detector.state is EchoPath.ABSENT:
+        if self.gate is not None and self.gate.no_echo():
+            self.detector.rule_out()  # the bot was loud at every delay, the room quiet
+        state = self.detector.state
+        if state is EchoPath.ABSENT:
+            self._aec = None
             return pcm
         if self._aec is None:
             self._aec = AEC3(sample_rate=RATE)
         self.cancelled += 1
-        return self._aec.process(near, far).tobytes()
+        cleaned = self._aec.process(near, far).tobytes()  # every frame: AEC3 must adapt
+        if state is EchoPath.UNKNOWN and self.gate is not None and not self.gate.echo_like():
+            self.passed += 1
+            return pcm
+        return cleaned
 
     def _remember(self, near: np.ndarray, far: np.ndarray | None) -> None:
         self._heard.write(near)
         self._played.write(far, near.size)
+        if self.gate is not None:
+            if self.detector.state is EchoPath.UNKNOWN:
+                self.gate.push(near, far)
+            else:
+                self.gate = None  # decided: an echo path rarely appears from nowhere
         self._seen += near.size
         self._since_check += near.size
         deciding = self.detector.state is EchoPath.UNKNOWN

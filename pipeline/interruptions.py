@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
+from pipeline.turns.languages import fold
 
 # Short answers that show the user is listening, not taking the floor. Matched as whole
 # utterances, each phrase possibly repeated ("yeah yeah", "okay okay okay").
@@ -77,12 +78,15 @@ class InterruptionParams:
         return True
 
 
-_NON_WORD = re.compile(r"[^a-z0-9' ]+")
+# Letters of any script (and digits, apostrophes): "sí", "d'accord", "ähm" stay whole.
+_NON_WORD = re.compile(r"[^\w' ]+|_")
 
 
 def normalise(text: str) -> str:
-    """Lower case, hyphens as spaces, no punctuation: "Uh-huh." → "uh huh"."""
-    return " ".join(_NON_WORD.sub(" ", text.lower().replace("-", " ")).split())
+    """Lower case, hyphens as spaces, no punctuation: "Uh-huh." → "uh huh", "¿Sí?" →
+    "sí" (folded as the turn cues fold words: NFC, U+2019 as "'", "ß" as "ss")."""
+    folded = fold(text).replace("-", " ")
+    return " ".join(_NON_WORD.sub(" ", folded).split())
 
 
 def is_echo(text: str, bot_words: str, overlap: float) -> bool:
@@ -106,11 +110,15 @@ class InterruptionDecider:
         self._words: list[str] = []
         self._due: float | None = None  # no words by then: resume
         self.bot_words = ""  # what the bot said lately (for the echo check)
+        # Why the last verdict was to resume: "backchannel", "echo" or "no_words" (none
+        # heard, or none in time); see pipeline/discards.py.
+        self.reason: str | None = None
 
     def start(self, onset: float) -> None:
         """The bot was paused: speech began at ``onset`` and goes on."""
         self.pending, self._onset, self._speaking = True, onset, True
         self._awaiting, self._words, self._due = 0, [], None
+        self.reason = None
 
     @property
     def deadline(self) -> float | None:
@@ -147,15 +155,22 @@ class InterruptionDecider:
         due = self.deadline
         if due is None or now < due:
             return None
-        return self._done(Verdict.INTERRUPT if self._speaking else Verdict.RESUME)
+        if self._speaking:
+            return self._done(Verdict.INTERRUPT)
+        self.reason = "no_words"
+        return self._done(Verdict.RESUME)
 
     def _judge(self) -> Verdict:
         text = self.heard
-        if not text or self.params.is_backchannel(text):
-            return Verdict.RESUME
-        if is_echo(text, self.bot_words, self.params.echo_overlap):
-            return Verdict.RESUME
-        return Verdict.INTERRUPT
+        if not text:
+            self.reason = "no_words"
+        elif self.params.is_backchannel(text):
+            self.reason = "backchannel"
+        elif is_echo(text, self.bot_words, self.params.echo_overlap):
+            self.reason = "echo"
+        else:
+            return Verdict.INTERRUPT
+        return Verdict.RESUME
 
     def _done(self, verdict: Verdict) -> Verdict:
         self.pending = False

@@ -162,9 +162,12 @@ class PreemptiveReplies:
         return self._held is not None
 
     def start(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
-        """Start a held reply on ``messages`` (unless one is held already)."""
+        """Start a held reply on ``messages`` (unless one is held on these already: one
+        foreseen on other words, at a pause the user then spoke through, is dropped)."""
         if self._held is not None:
-            return
+            if self._held.matches(messages, tools):
+                return
+            self.drop("the words changed")
         held = HeldReply(messages, tools, self._emit, self._output)
         assert held.output is not None
         held.task = self._launch(messages, held.emit, held.output)

@@ -27,6 +27,15 @@ idle; otherwise it is skipped, never queued. The words two passes agree on are
 committed, and the final pass at the stop generates only the rest, so less is left to
 do once the user has stopped. The emitted transcripts are the same as without streaming:
 one final :class:`~pipeline.frames.Transcription` per utterance, in order.
+
+Early words (``SpeechPausing``, the VAD's first ``pause_secs`` of silence): the
+utterance so far goes to the STT on speculation, and its text comes out as an interim
+(not final) :class:`~pipeline.frames.Transcription`, so the turn logic can foresee the
+end of a clear question. If the stop that follows ends the same speech, that result *is*
+the utterance's final text: no second request, and the words are in when the stop
+window closes instead of an STT round trip later. If the user speaks on, the
+speculation is cancelled (one wasted request). A local model is asked only when idle:
+on two cores a speculative pass would delay other calls' words.
 """
 
 from __future__ import annotations
@@ -39,8 +48,8 @@ from collections.abc import Callable
 import numpy as np
 from loguru import logger
 
-from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
-from pipeline.services.stt import StreamingSTTService, STTService, STTStream
+from pipeline.frames import Event, SpeechPausing, SpeechStarted, SpeechStopped, Transcription
+from pipeline.services.stt import StreamingSTTService, STTService, STTStream, Transcript
 from pipeline.task_cancel import cancel_and_wait
 
 SAMPLE_RATE = 16000
@@ -53,6 +62,11 @@ _INITIAL_SECS = 5.0  # first allocation of the recording buffer; it doubles as n
 _CLOCK_TOLERANCE_SECS = 0.1
 # A skipped interim pass (the STT was busy) is tried again after this much more audio.
 _RETRY_SECS = 0.2
+
+
+def _retrieved(task: asyncio.Task[Transcript]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _end_of(t: float, pcm: np.ndarray) -> float:
@@ -111,6 +125,10 @@ class Transcriber:
         self._interims: set[asyncio.Task[None]] = set()
         self.interim_passes = 0  # passes run (not skipped), for benches and tests
         self.interim_skipped = 0  # passes skipped because the STT was busy
+        # The speculative pass of the current pause: (speech end, its task).
+        self._early: tuple[float, asyncio.Task[Transcript]] | None = None
+        self.early_used = 0  # speculative passes that became an utterance's final text
+        self.early_wasted = 0  # ... cancelled because the user spoke on
 
     @property
     def recording(self) -> bool:
@@ -148,8 +166,10 @@ class Transcriber:
                 # resumes right after a stop would have its first word transcribed twice.
                 sent = self.last_span[1] if self.last_span is not None else float("-inf")
                 self._start(max(event.t - self.pre_roll_secs, sent))
+        elif isinstance(event, SpeechPausing) and self._recording:
+            self._speculate(event.t)
         elif isinstance(event, SpeechStopped) and self._recording:
-            self._submit(event.t + self.tail_secs)
+            self._submit(event.t + self.tail_secs, early=self._take_early(event.t))
 
     async def close(self) -> None:
         """Stop recording and cancel the transcriptions not yet emitted; later audio
@@ -158,7 +178,8 @@ class Transcriber:
         self._recording = False
         self._ring.clear()
         self._stream = None
-        await cancel_and_wait(self._interims | self._tasks)
+        early, self._early = self._early, None
+        await cancel_and_wait(self._interims | self._tasks | ({early[1]} if early else set()))
 
     # -- recording ------------------------------------------------------------------------
 
@@ -213,7 +234,14 @@ class Transcriber:
             return self._fill
         return min(self._fill, max(0, round((end - self._rec_start) * SAMPLE_RATE)))
 
-    def _submit(self, end: float, keep_recording: bool = False) -> None:
+    def _submit(
+        self,
+        end: float,
+        keep_recording: bool = False,
+        early: asyncio.Task[Transcript] | None = None,
+    ) -> None:
+        if keep_recording:
+            self._drop_early()  # the recording is cut: a speculation would repeat words
         count = self._cut(end)
         utterance = self._buffer[:count].copy()
         self.last_span = (self._rec_start, self._rec_start + count / SAMPLE_RATE)
@@ -236,7 +264,7 @@ class Transcriber:
             return
         self.last_submitted = self._clock()
         task = asyncio.get_running_loop().create_task(
-            self._transcribe(utterance, self._tail, self.last_submitted, stream, interim)
+            self._transcribe(utterance, self._tail, self.last_submitted, stream, interim, early)
         )
         self._tail = task
         self._tasks.add(task)
@@ -283,6 +311,51 @@ class Transcriber:
             wait = max(self._interim_samples, round(2 * took * SAMPLE_RATE))
             self._next_pass = pcm.size + wait
 
+    # -- early words --------------------------------------------------------------------
+
+    def _speculate(self, speech_end: float) -> None:
+        """Send the utterance up to ``speech_end`` (and the tail heard so far) now."""
+        self._drop_early()
+        if self._stream is not None:
+            return  # streaming: the interim passes already follow the words
+        if isinstance(self.stt, StreamingSTTService) and not self.stt.idle():
+            return
+        count = self._cut(speech_end + self.tail_secs)
+        if count == 0:
+            return
+        pcm = self._buffer[:count].copy()
+        task = asyncio.get_running_loop().create_task(self._early_pass(pcm, speech_end))
+        task.add_done_callback(_retrieved)  # a dropped pass's error is nobody's
+        self._early = (speech_end, task)
+
+    async def _early_pass(self, pcm: np.ndarray, speech_end: float) -> Transcript:
+        # An error is raised at the stop that takes this pass, as its own would be (the
+        # service retried what it could already); a pass spoken through is forgotten.
+        transcript = await self.stt.transcribe(pcm, SAMPLE_RATE)
+        early = self._early
+        text = transcript.text.strip()
+        if early is not None and early[0] == speech_end and text:  # still pausing there
+            self._emit(
+                Transcription(text, self._clock(), final=False, language=transcript.language)
+            )
+        return transcript
+
+    def _take_early(self, speech_end: float) -> asyncio.Task[Transcript] | None:
+        """The speculative pass for the stop of the speech that ended at ``speech_end``."""
+        early = self._early
+        if early is None or early[0] != speech_end:
+            self._drop_early()
+            return None
+        self._early = None
+        self.early_used += 1
+        return early[1]
+
+    def _drop_early(self) -> None:
+        early, self._early = self._early, None
+        if early is not None:
+            early[1].cancel()
+            self.early_wasted += 1
+
     # -- transcription ------------------------------------------------------------------
 
     async def _transcribe(
@@ -292,6 +365,7 @@ class Transcriber:
         submitted: float,
         stream: STTStream | None = None,
         interim: asyncio.Task[None] | None = None,
+        early: asyncio.Task[Transcript] | None = None,
     ) -> None:
         if previous is not None and not previous.done():
             # Wait without inheriting its fate: a failed or cancelled one is not ours.
@@ -301,7 +375,9 @@ class Transcriber:
             await asyncio.wait([interim])
         started = time.perf_counter()
         try:
-            if stream is not None:
+            if early is not None:
+                transcript = await early  # the speculative pass heard this very utterance
+            elif stream is not None:
                 transcript = await stream.finish(pcm, SAMPLE_RATE)
             else:
                 transcript = await self.stt.transcribe(pcm, SAMPLE_RATE)
@@ -311,7 +387,8 @@ class Transcriber:
         self.last_processing = time.perf_counter() - started
         now = self._clock()
         self.last_ttfb = now - submitted
-        self._emit(Transcription(transcript.text.strip(), now, final=True))
+        text = transcript.text.strip()
+        self._emit(Transcription(text, now, final=True, language=transcript.language))
 
     def _report(self, exc: Exception) -> None:
         if self._on_error is None:

@@ -10,7 +10,10 @@ and, at every pause the VAD reports, sends the turn so far (from its first speec
 a short pre-roll, up to now: the model was trained on turns that end in a little
 silence) to the scorer. A newer pause of the same session cancels the older request, so
 a queued clip the answer would no longer matter for is dropped before it runs. Scores
-come back as :class:`~pipeline.frames.TurnEndScore` events.
+come back as :class:`~pipeline.frames.TurnEndScore` events. A pause is scored at its
+``SpeechPausing`` already (the clip then ends in ~0.1 s of silence rather than 0.2 s:
+the model was trained on short trailing silence), and not again at the stop of the same
+speech, so the score is in when the stop window closes.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from loguru import logger
 
 from pipeline.frames import (
     Event,
+    SpeechPausing,
     SpeechStarted,
     SpeechStopped,
     TurnEndScore,
@@ -98,6 +102,7 @@ class TurnScoring:
         self._onset: float | None = None  # first speech of the user's current turn
         self._in_turn = False
         self._task: asyncio.Task[None] | None = None
+        self._scored: float | None = None  # the speech end last sent to the model
         self.last: Score | None = None
 
     def push_audio(self, frame: bytes, t: float) -> None:
@@ -126,8 +131,9 @@ class TurnScoring:
         elif isinstance(event, UserTurnStopped | UserTurnDiscarded):
             self._in_turn = False
             self._onset = None
-        elif isinstance(event, SpeechStopped) and self._in_turn and self._onset is not None:
-            self._request(event.t)
+        elif isinstance(event, SpeechPausing | SpeechStopped):
+            if self._in_turn and self._onset is not None and event.t != self._scored:
+                self._request(event.t)
 
     def clip(self) -> np.ndarray:
         """The current turn from its first speech (less the pre-roll) up to now, at most
@@ -141,6 +147,7 @@ class TurnScoring:
         return np.concatenate([self._ring[_RING - (count - end) :], self._ring[:end]])
 
     def _request(self, speech_end: float) -> None:
+        self._scored = speech_end
         if self._task is not None and not self._task.done():
             self._task.cancel()  # a newer pause: the older score would be stale
         self._task = asyncio.get_running_loop().create_task(

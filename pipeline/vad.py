@@ -29,6 +29,7 @@ from pipeline.frames import (
     Event,
     SpeechFalseStart,
     SpeechOnset,
+    SpeechPausing,
     SpeechStarted,
     SpeechStopped,
 )
@@ -70,6 +71,8 @@ class VADParams:
     confidence: float = 0.7
     start_secs: float = 0.2
     stop_secs: float = 0.8
+    # Silence after which ``SpeechPausing`` is reported (0 or >= stop_secs: never).
+    pause_secs: float = 0.0
     min_volume: float = 0.6
     audio_idle_timeout: float = 1.0  # 0: never end speech for missing audio (reference)
 
@@ -78,6 +81,8 @@ class VADParams:
             raise ValueError("confidence and min_volume must be within 0..1")
         if self.start_secs <= 0 or self.stop_secs <= 0:
             raise ValueError("start_secs and stop_secs must be > 0")
+        if self.pause_secs < 0:
+            raise ValueError("pause_secs must be >= 0 (0: off)")
         if self.audio_idle_timeout < 0:
             raise ValueError("audio_idle_timeout must be >= 0 (0: off)")
 
@@ -109,6 +114,9 @@ class VADAnalyzer:
         self._model = model or SileroModel.shared()
         self._start_windows = max(1, round(self.params.start_secs / WINDOW_SECS))
         self._stop_windows = max(1, round(self.params.stop_secs / WINDOW_SECS))
+        pause = round(self.params.pause_secs / WINDOW_SECS) if self.params.pause_secs else 0
+        # A pause window as long as the stop window would report the stop twice.
+        self._pause_windows = max(1, pause) if 0 < pause < self._stop_windows else 0
         # buf[0:64] is the context; new samples follow. Room for a window plus a frame.
         self._buf = np.zeros(CONTEXT + 2 * WINDOW, np.float32)
         self._rnn = np.zeros((2, STATE_SIZE), np.float32)
@@ -276,6 +284,8 @@ class VADAnalyzer:
         elif state is VADState.STOPPING and self._run >= self._stop_windows:
             state = VADState.QUIET
             events.append(SpeechStopped(self._speech_end))
+        elif state is VADState.STOPPING and self._run == self._pause_windows:
+            events.append(SpeechPausing(self._speech_end))
         self._state = state
         return events
 

@@ -58,6 +58,6 @@ class ClipEar:
         start, end = locate(utterance, clip.audio)
         text = clip.heard(start, end)
         if not self.punctuation:
-            text = re.sub(r"[^\w' ]", "", text)
+            text = re.sub(r"[^\w' -]", "", text)  # a word's hyphen is spelling: "est-ce"
         self.heard.append(text)
         return text

@@ -17,6 +17,7 @@ service would. Audio is 16 kHz mono int16.
 from __future__ import annotations
 
 import re
+import unicodedata
 import wave
 from dataclasses import dataclass, field
 from functools import cache
@@ -264,7 +265,10 @@ def sound_stretches(audio: np.ndarray, gap: float = 0.15) -> list[tuple[float, f
     return out
 
 
-FILLER_WORDS = frozenset({"um", "uh", "erm", "er", "hmm"})
+# The fillers of every language's sets (Spanish "este" is left out: it is also "this").
+FILLER_WORDS = frozenset(
+    {"um", "uh", "erm", "er", "hmm", "eh", "em", "euh", "heu", "hum", "äh", "ähm", "öh", "ehm"}
+)
 
 
 def perfect_words(clip: TurnClip, start: float, end: float) -> str:
@@ -274,7 +278,7 @@ def perfect_words(clip: TurnClip, start: float, end: float) -> str:
     inside = [w for w in clip.words if start <= (w.start + w.end) / 2 <= end]
     out = []
     for w in inside:
-        bare = re.sub(r"[^\w']", "", w.text)
+        bare = re.sub(r"[^\w'-]", "", w.text).strip("-")  # "pouvez-vous" stays whole
         if bare.lower() in FILLER_WORDS:
             continue
         out.append(w.text if w is clip.words[-1] else bare)
@@ -292,7 +296,7 @@ def _timed(text: str, voice: str) -> tuple[np.ndarray, tuple[Word, ...]]:
 
 def complete_clip(text: str, voice: str) -> TurnClip:
     audio, words = _timed(text, voice)
-    name = f"{voice}:complete:{_slug(text)}"
+    name = f"{voice}:complete:{slug(text)}"
     return TurnClip(name, voice, "complete", text, audio, list(words))
 
 
@@ -311,7 +315,7 @@ def paused_clip(kind: str, text: str, after: str, pause: float, voice: str) -> T
         Word(w.text, w.start, w.end) if i <= index else Word(w.text, w.start + added, w.end + added)
         for i, w in enumerate(timed)
     ]
-    name = f"{voice}:{kind}:{_slug(head)}|{pause:.1f}"
+    name = f"{voice}:{kind}:{slug(head)}|{pause:.1f}"
     return TurnClip(name, voice, kind, text, audio, words, pause_at=at, pause=pause)
 
 
@@ -332,8 +336,12 @@ def eval_set(
     return clips
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40]
+def slug(text: str) -> str:
+    """A clip name's tail: a-z, 0-9 and dashes, accents dropped ("¿Dónde está?" →
+    "donde-esta"), at most 40 characters."""
+    plain = unicodedata.normalize("NFKD", text.lower().replace("ß", "ss"))
+    plain = "".join(c for c in plain if not unicodedata.combining(c)).replace("œ", "oe")
+    return re.sub(r"[^a-z0-9]+", "-", plain).strip("-")[:40]
 
 
 def write_wav(clip: TurnClip, path: Path, lead: float) -> Path:

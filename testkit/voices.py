@@ -1,6 +1,7 @@
-"""The voices the turn clips are spoken in: ``hibari`` (the embedded neural voice),
-``espeak`` (espeak-ng, en-us) and ``espeak-gb`` (en-gb, a third voice for the bench).
-Audio is 16 kHz mono int16, trimmed to its sound."""
+"""The voices the turn clips are spoken in: ``hibari`` (the embedded neural voice, English
+only), ``espeak`` (espeak-ng, en-us), ``espeak-gb`` (en-gb, a third voice for the bench)
+and ``espeak-es`` / ``espeak-fr`` / ``espeak-de`` (espeak-ng's Spanish, French and German,
+for the other languages' sets). Audio is 16 kHz mono int16, trimmed to its sound."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ def _espeak(text: str, voice: str) -> np.ndarray:
     return resample(samples, rate, RATE)
 
 
+# Our voice names → espeak-ng's.
+ESPEAK_VOICES = {"espeak-gb": "en-gb", "espeak-es": "es", "espeak-fr": "fr", "espeak-de": "de"}
+
 _hibari_lock = threading.Lock()
 
 
@@ -59,8 +63,8 @@ def render(text: str, voice: str) -> np.ndarray:
         audio = _hibari(text)
     elif voice == "espeak":
         audio = _espeak(text, "en-us")
-    elif voice == "espeak-gb":
-        audio = _espeak(text, "en-gb")
+    elif voice in ESPEAK_VOICES:
+        audio = _espeak(text, ESPEAK_VOICES[voice])
     else:
         raise ValueError(f"unknown voice {voice!r}")
     return trim(audio)

@@ -12,6 +12,7 @@ from pipeline.interruptions import (
     is_echo,
     normalise,
 )
+from pipeline.turns.languages import backchannels
 
 PARAMS = InterruptionParams()
 
@@ -37,6 +38,22 @@ def test_not_backchannels(text: str) -> None:
 def test_the_list_is_a_setting() -> None:
     params = InterruptionParams(backchannels=("bien", "d'accord"))
     assert params.is_backchannel("D'accord, d'accord.") and not params.is_backchannel("Okay.")
+
+
+@pytest.mark.parametrize(
+    ("language", "heard", "other"),
+    [("es", "¡Sí, sí! Claro.", "¿Sí? ¿Y el precio?"),
+     ("fr", "Ah bon. D\u2019accord.", "Non, pas ça."),
+     ("de", "Ja, genau. Alles klar.", "Ja, aber später."),
+     ("en", "Mm-hmm, right.", "Ja.")],
+)  # fmt: skip
+def test_each_languages_backchannels_keep_their_accents(
+    language: str, heard: str, other: str
+) -> None:
+    # Accented letters are letters: "sí" stays "sí", not "s" (and not any "s").
+    params = InterruptionParams(backchannels=backchannels(language))
+    assert params.is_backchannel(heard) and not params.is_backchannel(other)
+    assert normalise("¿Sí? ¡Ähm, Straße!") == "sí ähm strasse"
 
 
 def test_normalise_and_echo() -> None:

@@ -34,6 +34,7 @@ FAMILIES = {
     "parley_user_turns_merged": "counter",
     "parley_bot_pauses": "counter",
     "parley_bot_pause_seconds": "histogram",
+    "parley_user_speech_discarded": "counter",
     "parley_service_ttfb_seconds": "histogram",
     "parley_service_processing_seconds": "histogram",
     "parley_llm_tokens": "counter",

@@ -211,3 +211,16 @@ def test_a_turn_begun_by_its_words_after_the_pause_still_ends() -> None:
     assert stops(rounded(out, 6)) == [
         pytest.approx(1.8 + PARAMS.wait(PARAMS.no_score, Ending.STATEMENT))
     ]
+
+
+def test_the_words_are_the_whole_turns_in_its_language() -> None:
+    # Two utterances, no punctuation: the question's form is in the first one.
+    second = [SpeechStarted(1.5), 2.7, SpeechStopped(2.5), 2.74, score(0.97, 2.74, 2.5)]
+    script = [*SPEECH, 1.26, said("can you tell me", 1.26), *second, 2.76]
+    out = run([*script, said("what the answer is", 2.76), 5.0])
+    assert stops(out) == [2.76]  # a question: no wait
+    spanish = [*SPEECH, 1.24, score(0.97, 1.24), 1.26, said("puedes ayudarme con esto", 1.26)]
+    assert stops(run([*spanish, 5.0])) == [pytest.approx(1.0 + PARAMS.statement_wait[0])]
+    assert stops(run([*spanish, 5.0], language="es")) == [1.26]
+    reported = Transcription("puedes ayudarme con esto", 1.26, language="es")
+    assert stops(run([*spanish[:-1], reported, 5.0])) == [1.26]  # the STT said so

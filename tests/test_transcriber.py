@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -161,8 +162,8 @@ async def test_speech_resuming_right_after_a_stop_is_not_sent_twice(stt: LocalST
     spans: list[tuple[float, float]] = []
     original = transcriber._submit
 
-    def submit(end: float, keep_recording: bool = False) -> None:
-        original(end, keep_recording)
+    def submit(end: float, keep_recording: bool = False, early: Any = None) -> None:
+        original(end, keep_recording, early)
         assert transcriber.last_span is not None
         spans.append(transcriber.last_span)
 

@@ -23,7 +23,9 @@ class UserAggregator:
     reports it (:class:`UserTranscript`, the ``on_user_turn_stopped`` payload) and asks
     for an answer (:class:`LLMRunRequested`).
 
-    Interim transcriptions are ignored: only final text goes into the context. A turn
+    Only final text goes into the context; the latest interim transcription (the early
+    words of a pause, see :mod:`pipeline.transcriber`) is kept only for
+    :meth:`pending_message`, what a reply foreseen at that pause is made on. A turn
     that ends with no text still reports an empty :class:`UserTranscript` but adds
     nothing and asks for no answer.
     """
@@ -40,12 +42,15 @@ class UserAggregator:
         self._parts: list[tuple[str, bool]] = []
         self._started_at = ""
         self._user_id = ""
+        self._interim = ""  # the latest interim text since the last final one
         self.last_message: Message | None = None  # the latest user message it added
         self.last_started_at = ""  # when the turn of that message began
 
     def pending_message(self) -> dict[str, str] | None:
-        """The message the turn would add if it ended now (None: no words yet)."""
-        content = join_text(self._parts)
+        """The message the turn would add if it ended now (None: no words yet), the
+        latest interim words taken as final."""
+        parts = [*self._parts, (self._interim, False)] if self._interim else self._parts
+        content = join_text(parts)
         return {"role": "user", "content": content} if content else None
 
     def resume(self, text: str, started_at: str) -> None:
@@ -60,15 +65,20 @@ class UserAggregator:
 
     def handle(self, event: Event) -> None:
         if isinstance(event, Transcription):
-            if event.final and event.text.strip():
+            if not event.final:
+                self._interim = event.text.strip()
+            elif event.text.strip():
                 self._parts.append((event.text.strip(), False))
                 self._user_id = event.user_id or self._user_id
+            if event.final:
+                self._interim = ""
         elif isinstance(event, UserTurnStarted):
             self._started_at = self._clock()
         elif isinstance(event, UserTurnStopped):
             self._finish_turn()
         elif isinstance(event, UserTurnDiscarded):
             self._parts.clear()
+            self._interim = ""
             self._started_at = ""
 
     def add_text(self, text: str, run_llm: bool = True) -> Message:
@@ -89,6 +99,7 @@ class UserAggregator:
     def _finish_turn(self, run_llm: bool = True) -> None:
         content = join_text(self._parts)
         self._parts.clear()
+        self._interim = ""
         timestamp = self._started_at or self._clock()
         self._started_at = ""
         self.last_started_at = timestamp

@@ -50,10 +50,12 @@ class BotPaused(Event):
 @dataclass(frozen=True, slots=True)
 class BotResumed(Event):
     """The paused reply goes on from where it stopped (``interrupted`` False), or was
-    cancelled (``interrupted`` True: an :class:`Interruption` follows)."""
+    cancelled (``interrupted`` True: an :class:`Interruption` follows). ``unconfirmed``:
+    the pause came at the VAD's onset of what then proved no speech."""
 
     t: float
     interrupted: bool = False
+    unconfirmed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

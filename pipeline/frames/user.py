@@ -42,6 +42,17 @@ class SpeechStopped(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SpeechPausing(Event):
+    """The user has been silent for ``pause_secs``, less than the stop window: a pause
+    may be starting. Not a stop: ``SpeechStopped(t)`` follows when the window closes, or
+    the speech goes on and a later stop has a later ``t``. ``t`` is when the speech
+    ended, as in ``SpeechStopped``. The words and the end-of-turn model are asked now,
+    on speculation, so their answers are in when the stop comes."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
 class AudioIdle(Event):
     """Audio stopped arriving while the user was speaking (e.g. mic muted mid-speech)."""
 
@@ -53,12 +64,14 @@ class AudioIdle(Event):
 
 @dataclass(frozen=True, slots=True)
 class Transcription(Event):
-    """Text heard from the user. ``final`` transcripts go into the context."""
+    """Text heard from the user. ``final`` transcripts go into the context. ``language``:
+    the one the STT reports it in (ISO 639-1), if it says."""
 
     text: str
     t: float
     final: bool = True
     user_id: str = ""
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +121,19 @@ class UserTurnDiscarded(Event):
 
     t: float
     text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UserSpeechDiscarded(Event):
+    """Speech of the user's that made no turn, and why (one of
+    :data:`pipeline.discards.REASONS`): a backchannel, the bot's echo, no words, muted,
+    the STT failed, the call ended. ``text``: any words heard; ``onset``: when that speech began, if
+    known. Reported by :class:`pipeline.discards.SpeechLedger`."""
+
+    t: float
+    reason: str
+    text: str = ""
+    onset: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

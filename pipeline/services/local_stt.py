@@ -108,10 +108,27 @@ __all__ = [
     "UnsupportedLanguage",
     "collapse_repeats",
     "find_repeat",
+    "language_problem",
     "transcribe_utterance",
     "trim_trailing",
     "with_name",
 ]
+
+
+def language_problem(language: str, multilingual: bool, model: str = "whisper") -> str | None:
+    """Why the whisper ``model`` cannot transcribe ``language``; None when it can."""
+    if language == "en":
+        return None
+    if not multilingual:
+        return (
+            f"The speech-to-text model {model} is English-only; it cannot transcribe "
+            f"{language!r}. Choose a multilingual model (whisper-base)."
+        )
+    from faster_whisper.tokenizer import _LANGUAGE_CODES  # ~0.5 s: only when needed
+
+    if language not in _LANGUAGE_CODES:
+        return f"Whisper knows no language {language!r}."
+    return None
 
 
 class LocalSTT:
@@ -134,11 +151,11 @@ class LocalSTT:
         self.decoding = decoding
         self.language = language
         spec = getattr(self._models, "stt_spec", None)
-        if language != "en" and spec is not None and not getattr(spec, "multilingual", True):
-            raise UnsupportedLanguage(
-                f"The speech-to-text model {spec.name} is English-only; it cannot "
-                f"transcribe {language!r}. Choose a multilingual model (whisper-base)."
-            )
+        problem = language_problem(
+            language, getattr(spec, "multilingual", True), getattr(spec, "name", "whisper")
+        )
+        if problem is not None:  # now, at start-up, rather than at a caller's first words
+            raise UnsupportedLanguage(problem)
 
     @property
     def model(self) -> str:

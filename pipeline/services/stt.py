@@ -59,3 +59,7 @@ class StreamingSTTService(STTService, Protocol):
     """An :class:`STTService` that can also open a per-utterance :class:`STTStream`."""
 
     def open_stream(self) -> STTStream: ...
+
+    def idle(self) -> bool:
+        """Whether a call now would start at once (a local model's workers are free)."""
+        ...

@@ -29,6 +29,14 @@ Preemptive replies: ``lead`` seconds before the turn would end (but not before t
 are in) the strategy *predicts* the end (:meth:`pop_prediction`), so an answer can be
 prepared, held, and played the moment the turn does end. ``lead`` is a callable: the
 session passes its measured reply latency.
+
+Early: at ``SpeechPausing`` (the first ~0.1 s of silence, before the VAD's stop) the
+words and the model are asked on speculation; their answers come as an interim
+transcription and a score for that speech end. If they already say "done" (a question,
+a confident model: no wait), the end is predicted at once, so the held reply is being
+made while the stop window runs out. The turn still ends no earlier than the stop: the
+early cues only move the prediction (and the words and score are in at the stop). A
+question is foreseen on its words alone if they come before the model's score.
 """
 
 from __future__ import annotations
@@ -40,11 +48,13 @@ from pipeline.frames import (
     Event,
     SpeechFalseStart,
     SpeechOnset,
+    SpeechPausing,
     SpeechStarted,
     SpeechStopped,
     Transcription,
     TurnEndScore,
 )
+from pipeline.turns.languages import canonical
 from pipeline.turns.strategy import TurnContext, UserTurnStopStrategy
 from pipeline.turns.text_cues import Ending, ending
 
@@ -61,6 +71,9 @@ class AdaptiveStopParams:
     score_timeout: float = 0.35
     no_score: float = 0.5
     lead: float = 0.4  # default preemption lead, before the session has measured one
+    # The words' language (ISO 639-1); a transcript the STT says is in another language
+    # with cue words is read in that one (a caller who switches).
+    language: str = "en"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.doubtful < self.confident <= 1.0:
@@ -96,7 +109,10 @@ class AdaptiveTurnStop(UserTurnStopStrategy):
         self.reset()
 
     def reset(self) -> None:
-        self._text = ""  # the turn's latest non-empty transcript
+        # The turn's words: every utterance's transcript (a question's form is in its
+        # first words, which an earlier utterance may hold), and the latest one's language.
+        self._text = ""
+        self._language = self.params.language
         self._awaiting = 0  # utterances ended whose transcript has not come in yet
         self._pause: float | None = None  # when the speech of the current pause ended
         self._onset: float | None = None  # of the sound the VAD is confirming, if any
@@ -107,6 +123,9 @@ class AdaptiveTurnStop(UserTurnStopStrategy):
         self._predict: float | None = None
         self._predicted = False  # the end of this pause was predicted already
         self._prediction = False  # ... and not yet popped
+        self._early: float | None = None  # the speech end of a pause still in its window
+        self._early_text = ""  # the speculative words of that pause
+        self._early_score: float | None = None
 
     @property
     def deadline(self) -> float | None:
@@ -119,7 +138,7 @@ class AdaptiveTurnStop(UserTurnStopStrategy):
     @property
     def words(self) -> Ending | None:
         """How the turn's words end so far."""
-        return ending(self._text)
+        return ending(self._text, self._language)
 
     @property
     def _words_in(self) -> bool:
@@ -137,29 +156,59 @@ class AdaptiveTurnStop(UserTurnStopStrategy):
                 self._quiet = self._onset  # a short sound in the pause: still there
         elif isinstance(event, SpeechStarted):
             self._pause = self._score = self._score_due = self._quiet = None
-            self._end = self._predict = None
+            self._end = self._predict = self._early = None
             self._predicted = False
+        elif isinstance(event, SpeechPausing):
+            self._early, self._early_text, self._early_score = event.t, "", None
+            return False
         elif isinstance(event, SpeechStopped):
-            self._pause, self._quiet, self._score = event.t, event.t, None
+            early = self._early_score if event.t == self._early else None
+            self._pause, self._quiet, self._score = event.t, event.t, early
             self._score_due = ctx.now + self.params.score_timeout
             self._awaiting += 1
             self._predicted = False
+            self._early = None
+        elif isinstance(event, Transcription) and not event.final:
+            if self._early is not None and event.text.strip():
+                self._early_text = event.text.strip()
+                self._foresee(ctx, event.language)
+            return False
         elif isinstance(event, Transcription) and event.final:
             self._awaiting = max(0, self._awaiting - 1)
             if event.text.strip():
-                self._text = event.text.strip()
+                self._text = f"{self._text} {event.text.strip()}".lstrip()
+                self._language = canonical(event.language) or self.params.language
             if self._pause is None and not ctx.user_speaking:
                 # Words with no pause seen: the turn began at them (a min-words start)
                 # or the STT has no VAD. Count the silence from them.
                 self._pause = self._quiet = event.t
                 self._score_due = ctx.now + self.params.score_timeout
         elif isinstance(event, TurnEndScore):
+            if event.speech_end == self._early:
+                self._early_score = event.probability
+                self._foresee(ctx, None)
+                return False
             if event.speech_end != self._pause:
                 return False  # a score of an earlier pause: the user spoke since
             self._score = event.probability
         else:
             return False
         return self._decide(ctx)
+
+    def _foresee(self, ctx: TurnContext, language: str | None) -> None:
+        """Predict the end at a pause still in the VAD's window, if its speculative words
+        and score leave no wait (see the module docstring)."""
+        if self._early is None or not self._early_text:
+            return
+        if self._predicted or ctx.user_starting:
+            return
+        text = f"{self._text} {self._early_text}".lstrip()  # the whole turn, as at the stop
+        words = ending(text, canonical(language) or self._language)
+        # Before the model answers, the words alone: a question never waits long (at most
+        # question_wait[1]), and a reply started on it is only held, not played.
+        probability = 1.0 if self._early_score is None else self._early_score
+        if self._early + self.params.wait(probability, words) - self._lead() <= ctx.now:
+            self._predicted = self._prediction = True
 
     def on_timer(self, ctx: TurnContext) -> bool:
         return self._decide(ctx)

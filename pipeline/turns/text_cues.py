@@ -9,21 +9,30 @@ Three classes, from grammar rather than from any one sentence:
   turn ends with a comma, a dash or an ellipsis (Whisper writes "..." when speech breaks
   off); or the whole turn so far is a preface that announces more ("I was wondering
   about something", "the thing is", "let me think").
-- ``QUESTION``: ends with a question mark and is not unfinished. A strong cue that the
-  user is done.
+- ``QUESTION``: a question that is not unfinished: it ends with a question mark, or
+  has a question's form (:mod:`pipeline.turns.question_form`: "can you tell me what the
+  answer is", "¿dónde está la estación", "…, n'est-ce pas", "kannst du mir helfen"). A
+  strong cue that the user is done.
 - ``STATEMENT``: anything else with words; whether it is finished is left to the model
   and the silence.
 
 A preposition at the very end of a question that opens with a wh-word is not dangling
 ("Which platform does it leave from?": the wh-word is its object), and a particle ("in",
-"off", "up") ends finished sentences as often as unfinished ones: such turns count as
-statements, neither complete nor unfinished, and the audio decides.
+"off", "up"; German "an", "aus") ends finished sentences as often as unfinished ones:
+such turns count as statements, neither complete nor unfinished, and the audio decides.
+So does a tag that is also a conjunction (German "oder") when nothing marks it a tag.
+
+The words are each language's (:mod:`pipeline.turns.languages`: English, Spanish, French,
+German). In a language without them only the marks count: a trailing comma, dash or
+ellipsis is unfinished, a "?" a question.
 """
 
 from __future__ import annotations
 
-import re
 from enum import Enum
+
+from pipeline.turns.languages import CueWords, cue_words
+from pipeline.turns.question_form import Form, Words, question_form, split
 
 
 class Ending(Enum):
@@ -32,71 +41,45 @@ class Ending(Enum):
     STATEMENT = "statement"
 
 
-# Only words that almost never end a finished sentence: "so" ends "I think so", "then"
-# ends "see you then", "off" ends "turn it off", "this" ends "can you read this?", so
-# they are not here (or, for "so", excepted after the verbs it completes).
-CONJUNCTIONS = frozenset(
-    "and but or nor so because cause although unless until whereas if whether than plus".split()
-)
-PREPOSITIONS = frozenset(
-    "about against among at between beyond despite during except for from into like of "
-    "onto per till to toward towards unlike upon via with".split()
-)
-DETERMINERS = frozenset("a an the my your our their every".split())
-FILLERS = frozenset("um umm uhm uh uhh erm er hmm".split())
-# Verbs that take a person and a thing: with only the person, the thing is still to come.
-DITRANSITIVE = frozenset("tell show give send bring teach lend hand pass offer".split())
-_PERSONS = frozenset("me us him her them".split())
-_SO_COMPLETES = frozenset(
-    "think thought hope guess believe suppose said say says told do did does not".split()
-)
-DANGLING = CONJUNCTIONS | PREPOSITIONS | DETERMINERS | FILLERS
-# Words that end a finished sentence as a particle ("can I come in?", "turn it off") as
-# often as they start an unfinished phrase ("what's the weather like in ..."): a question
-# ending in one is no strong cue either way.
-PARTICLES = frozenset(
-    "in on off out up down over around by through along across after before inside "
-    "outside behind above below near under within without back away".split()
-)
-
-# A turn made only of a preface: the speaker has announced what comes next. Matched
-# against the whole turn (lowercase, no punctuation), so "I was wondering about the
-# time?" is not one.
-_LEAD = r"(?:(?:so|well|okay|ok|um|uh|and|hey) )*"
-PREFACES = (
-    r"(?:i was|i am|i'm) (?:just )?wondering(?: about (?:something|this|that))?",
-    r"(?:i have|i had|i've got|i got) a (?:quick )?question(?: for you)?",
-    r"(?:a )?quick question",
-    r"i (?:want|wanted|would like|'d like|need) to (?:ask|know)(?: you)?(?: (?:about )?something)?",
-    r"i'd like to (?:ask|know)(?: you)?(?: (?:about )?something)?",
-    r"let me (?:think|see|ask(?: you)?)",
-    r"(?:the|my) (?:thing|question|problem|issue|point) is",
-    r"(?:here's|here is) (?:the thing|what i (?:want|need))",
-    r"what i (?:want|need|wanted|meant)(?: to (?:know|ask|say))? is",
-)
-_PREFACE = re.compile(rf"^{_LEAD}(?:{'|'.join(PREFACES)})$")
-_WH = frozenset("what which who whom whose where when how".split())
-_WORD = re.compile(r"[a-z0-9']+")
-_TRAILING_BREAK = ("...", "…", ",", "-", "—", ";", ":")
+_TRAILING_BREAK = ("...", "\u2026", ",", "-", "\u2014", ";", ":")
+_CLOSERS = "\"'\u201d\u2019\u00bb) "  # after a "?": quotes, brackets
 
 
-def ending(text: str) -> Ending | None:
-    """How ``text`` ends; ``None`` when it holds no words."""
+def ending(text: str, language: str = "en") -> Ending | None:
+    """How ``text`` ends in ``language`` (an ISO 639-1 code); ``None`` when it holds no
+    words."""
     stripped = text.strip()
-    words = _WORD.findall(stripped.lower().replace("\u2019", "'"))  # curly apostrophe
-    if not words:
+    split_words = split(stripped)
+    if not split_words.words:
         return None
-    if stripped.endswith(_TRAILING_BREAK) or _PREFACE.match(" ".join(words)):
+    if stripped.endswith(_TRAILING_BREAK):
         return Ending.UNFINISHED
-    question = stripped.endswith("?")
-    last = words[-1]
-    if last == "so" and len(words) > 1 and words[-2] in _SO_COMPLETES:
-        return Ending.QUESTION if question else Ending.STATEMENT
-    if last in DANGLING:
-        stranded = question and last in PREPOSITIONS and words[0] in _WH
+    marked = stripped.rstrip(_CLOSERS).endswith("?")
+    cues = cue_words(language)
+    if cues is None:
+        return Ending.QUESTION if marked else Ending.STATEMENT
+    if cues.preface.match(" ".join(split_words.words)):
+        return Ending.UNFINISHED
+    form = question_form(split_words, cues)
+    return _by_last_words(split_words, cues, form, marked)
+
+
+def _by_last_words(split_words: Words, cues: CueWords, form: Form, marked: bool) -> Ending:
+    words = split_words.words
+    last, before = words[-1], words[-2] if len(words) > 1 else ""
+    question = Ending.QUESTION if marked or form.question else Ending.STATEMENT
+    if before in cues.completes.get(last, ()):
+        return question  # "I think so"
+    if form.tag and last in cues.dangling:
+        # "…, oder?" is a tag; a bare "… oder" may go on ("Kaffee oder Tee").
+        tagged = marked or len(words) - 1 in split_words.breaks
+        return Ending.QUESTION if tagged else Ending.STATEMENT
+    if last in cues.dangling and len(words) - 1 not in split_words.attached:
+        stranded = form.wh and last in cues.prepositions
         return Ending.STATEMENT if stranded else Ending.UNFINISHED
-    if last in _PERSONS and len(words) > 1 and words[-2] in DITRANSITIVE:
-        return Ending.UNFINISHED
-    if last in PARTICLES:
+    if any(tuple(words[-len(tail) :]) == tail for tail in cues.tails):
+        # "tell me": the thing is to come, unless a wh-word was it ("what can you tell me").
+        return Ending.STATEMENT if form.wh else Ending.UNFINISHED
+    if last in cues.particles:
         return Ending.STATEMENT
-    return Ending.QUESTION if question else Ending.STATEMENT
+    return question

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from pipeline.discards import REASONS as DISCARD_REASONS
+
 # Voice-to-voice and TTFB: a fast answer is ~0.3 s, a slow one several seconds.
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -62,6 +64,17 @@ class TurnFamilies:
             "User turns taken back because the user went on right after them.",
             registry=r,
         )
+        self.discarded = Counter(
+            "parley_user_speech_discarded_total",
+            "User speech that made no turn, by reason: backchannel (over the bot, which went "
+            "on), echo (the bot's own words came back), no_words (the STT heard none, or "
+            "none in time), muted (PARLEY_USER_MUTE), stt_error (the STT failed), call_ended "
+            "(the call ended while it was being recorded or transcribed).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in DISCARD_REASONS:  # every reason shows, at 0 until it happens
+            self.discarded.labels(reason)
         self.preemptive = Counter(
             "parley_preemptive_replies_total",
             "Replies started before the user's turn ended: used (played when it ended) or "
@@ -72,7 +85,7 @@ class TurnFamilies:
         self.pauses = Counter(
             "parley_bot_pauses_total",
             "The bot paused at the user's voice: resumed (a backchannel, a cough, its own "
-            "echo) or interrupted.",
+            "echo), interrupted, or unconfirmed (paused at an onset the VAD then dropped).",
             ["outcome"],
             registry=r,
         )

@@ -12,6 +12,7 @@ from pipeline.frames import (
     PreemptiveReplyEnded,
     ServiceError,
     SpeechStopped,
+    UserSpeechDiscarded,
     UserTranscript,
     UserTurnMerged,
     UserTurnStarted,
@@ -53,6 +54,7 @@ class SessionObserver:
         events.on(BotPaused, self._paused)
         events.on(BotResumed, self._resumed)
         events.on(UserTurnMerged, lambda _: turns.merged.inc())
+        events.on(UserSpeechDiscarded, lambda e: turns.discarded.labels(e.reason).inc())
         session.rtvi.error_listeners.append(self._rtvi_error)
         session.faults.listeners.append(lambda _where: services.errors.labels("handler").inc())
 
@@ -73,7 +75,8 @@ class SessionObserver:
         self._paused_at = event.t
 
     def _resumed(self, event: BotResumed) -> None:
-        self.turns.pauses.labels("interrupted" if event.interrupted else "resumed").inc()
+        outcome = "unconfirmed" if event.unconfirmed else "resumed"
+        self.turns.pauses.labels("interrupted" if event.interrupted else outcome).inc()
         if not event.interrupted and self._paused_at is not None:
             self.timing.pause_seconds.observe(max(0.0, event.t - self._paused_at))
         self._paused_at = None

@@ -25,6 +25,7 @@ from pipeline.silero import SileroModel
 from pipeline.tool_sources.http import HTTPTools
 from pipeline.tools import ToolRegistry, ToolSpec
 from pipeline.turn_scorer import TurnScorer
+from pipeline.turns.languages import CUE_LANGUAGES
 from server.settings import ClientToolDefinition, Settings
 
 if TYPE_CHECKING:  # the MCP SDK takes ~1.5 s to import: only when servers are configured
@@ -141,6 +142,13 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
         type(llm).__name__,
         type(tts).__name__,
     )
+    if settings.language not in CUE_LANGUAGES:
+        logger.warning(
+            "language {!r} has no turn-taking word cues (only {}): the end of a turn is "
+            "judged by the end-of-turn model, the silence and punctuation alone",
+            settings.language,
+            ", ".join(CUE_LANGUAGES),
+        )
     tools = default_registry(demo_tools=settings.demo_tools)
     for definition in settings.client_tools:
         tools.register(client_tool_spec(definition, settings.client_tool_timeout))
@@ -191,11 +199,14 @@ def _breaker(settings: Settings, service: str) -> CircuitBreaker:
 
 def _stt(settings: Settings, embedded: EmbeddedModels | None) -> STTService:
     if settings.provider("stt") == "local":
-        return LocalSTT(embedded)
+        return LocalSTT(embedded, language=settings.language)
     return OpenAISTT(
         settings.stt_model,
         base_url=settings.openai_base_url,
         api_key=settings.openai_api_key,
+        # Only when set: a deployment that left it alone keeps the service's own
+        # language detection (a caller in another language is still transcribed).
+        language=settings.language if "language" in settings.model_fields_set else None,
         timeout=settings.stt_timeout,
         total_timeout=settings.stt_timeout,
         breaker=_breaker(settings, "stt"),

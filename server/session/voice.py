@@ -18,14 +18,17 @@ from loguru import logger
 from pipeline.client_tools import ClientToolCalls, ClientToolError
 from pipeline.context import LLMContext
 from pipeline.context_budget import ContextBudget
-from pipeline.echo import EchoCanceller
+from pipeline.discards import SpeechLedger
+from pipeline.echo import EchoCanceller, EchoPath
 from pipeline.frames import (
+    AudioIdle,
     BotPaused,
     BotStoppedSpeaking,
     Event,
     Metric,
     ServiceError,
     SpeechStarted,
+    SpeechStopped,
     Transcription,
     UserTurnStarted,
     UserTurnStopped,
@@ -114,6 +117,10 @@ class VoiceSession:
         # Whether the utterance in progress began while the user was muted: then it is
         # ignored whole, even where it goes on after mute ended (never a turn).
         self._muted_utterance = False
+        self._utterance_onset = 0.0
+        # Speech that made no turn, reported with why (pipeline/discards.py).
+        decider = self.conversation.barge_in.decider
+        self.discards = SpeechLedger(self.conversation.events, lambda: decider.reason)
         self._idle_check: asyncio.Task[None] | None = None
         self._vad_batcher: VADBatcher | None = None
 
@@ -136,6 +143,8 @@ class VoiceSession:
         sent: list[Callable[[bytes], None]] = []
         if echo is not None:
             sent.append(lambda frame: echo.played(frame, OUT_RATE, time.monotonic()))
+            # No echo path: what sounds like the bot's last words is the user's.
+            self.conversation.barge_in.echo_possible = lambda: echo.state is not EchoPath.ABSENT
         user_level: AudioLevelMeter | None = None
         if settings.rtvi_audio_levels:
             user_level = AudioLevelMeter("user-audio-level", send)
@@ -237,6 +246,7 @@ class VoiceSession:
     def push_audio(self, frame: bytes) -> None:
         """16 kHz mono s16 from the transport, about 20 ms a call (every packet: keep cheap)."""
         t = time.monotonic()
+        raw = frame
         if self.echo is not None:
             frame = self.echo.process(frame, t)
         if self._vad_batcher is not None:
@@ -244,7 +254,11 @@ class VoiceSession:
             self._vad_batcher.submit(self.vad)  # its events come to _vad_events
         else:  # not started: no loop to batch on, so score inline
             self._vad_events(self.vad.push(frame, t))
-        self.transcriber.push_audio(frame, t)
+        # While the echo path is unknown the STT hears the audio as it came: the canceller
+        # may have damped the first syllables of a caller it could not yet tell from an
+        # echo (pipeline/near_end.py), and the pre-roll reaches back to them.
+        unknown = self.echo is not None and self.echo.state is EchoPath.UNKNOWN
+        self.transcriber.push_audio(raw if unknown else frame, t)
         if self.turn_scoring is not None:
             self.turn_scoring.push_audio(frame, t)
         self.conversation.tick()
@@ -265,6 +279,9 @@ class VoiceSession:
     def _vad_event(self, event: Event) -> None:
         if isinstance(event, SpeechStarted):
             self._muted_utterance = self.conversation.turns.muted
+            self._utterance_onset = event.t
+        elif isinstance(event, SpeechStopped | AudioIdle) and self._muted_utterance:
+            self.discards.muted_utterance(self._utterance_onset)
         if self.turn_scoring is not None:
             self.turn_scoring.handle(event)  # before the turn logic: it may end the turn
         if not self._muted_utterance:  # muted speech is not even transcribed
@@ -278,6 +295,11 @@ class VoiceSession:
                 self._vad_event(event)
 
     def _transcribed(self, event: Event) -> None:
+        if isinstance(event, Transcription):  # dropped while muted, unless a pause judges it
+            conversation = self.conversation
+            self.discards.transcribed(
+                event, conversation.turns.muted and not conversation.barge_in.pending
+            )
         self.conversation.feed(event)
         if isinstance(event, Transcription):
             for kind, value in (
@@ -329,6 +351,7 @@ class VoiceSession:
             "metrics": self.conversation.metrics.summary(),
             "context": self.context_budget.info(),
             "typed_turns": {"merged": self.typed.merged, "refused": self.typed.refused},
+            "discarded_speech": dict(self.discards.counts),
         }
         if self.vision is not None:
             info["vision"] = {
@@ -343,6 +366,7 @@ class VoiceSession:
                 "delay": detector.delay,
                 "last_peak": round(detector.last_peak, 3),
                 "frames_cancelled": self.echo.cancelled,
+                "frames_passed_unknown": self.echo.passed,
             }
         return info
 
@@ -351,6 +375,8 @@ class VoiceSession:
         if self._vad_batcher is not None:
             self._vad_batcher.unregister(self.vad)
         await cancel_and_wait([self._idle_check])
+        # Speech still being recorded or transcribed goes with the call: reported.
+        self.discards.call_ended(self.transcriber.pending + int(self.transcriber.recording))
         await self.transcriber.close()
         if self.idle is not None:
             self.idle.close()

@@ -42,6 +42,7 @@ def turn_params(settings: Settings) -> UserTurnParams:
             statement_wait=settings.turn_end_statement_wait,
             max_wait=settings.turn_end_max_wait,
             score_timeout=settings.turn_end_score_timeout,
+            language=settings.language,
         ),
     )
 
@@ -113,6 +114,7 @@ def new_conversation(
             false_interruption_timeout=settings.false_interruption_timeout,
         ),
         pause_on_interruption=settings.pause_on_interruption,
+        pause_at_onset=settings.pause_at_onset,
         tts_ahead=settings.tts_ahead_seconds,
         mute_strategies=mute_strategies(settings.user_mute),
         filter_incomplete_user_turns=settings.turn_completion,
@@ -129,6 +131,7 @@ def new_vad(settings: Settings, services: Services) -> VADAnalyzer:
         confidence=settings.vad_confidence,
         start_secs=settings.vad_start_secs,
         stop_secs=settings.vad_stop_secs,
+        pause_secs=settings.vad_pause_secs,
     )
     return VADAnalyzer(params, model=services.vad)
 

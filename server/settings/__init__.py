@@ -16,6 +16,7 @@ from functools import lru_cache
 from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.services.embedded_specs import stt_spec
 from server.settings.access import AccessSettings
 from server.settings.agent import AgentSettings
 from server.settings.conversation import ClientToolDefinition, ConversationSettings, ReportLevel
@@ -66,6 +67,21 @@ class Settings(
                 "user_mute until_first_bot_turn needs a greeting: without one the bot never "
                 "speaks first and the user is never heard"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _embedded_stt_hears_the_language(self) -> Settings:
+        if self.provider("stt") == "local" and self.language != "en":
+            # faster-whisper's language table takes ~0.5 s to import: only when needed.
+            from pipeline.services.local_stt import language_problem
+
+            spec = stt_spec(self.embedded_stt)
+            problem = language_problem(self.language, spec.multilingual, spec.name)
+            if problem is not None:
+                raise ValueError(
+                    f"language {self.language!r} and embedded_stt {spec.name}: {problem} "
+                    "Or use an OpenAI-compatible STT (PARLEY_STT=openai)."
+                )
         return self
 
     def summarizes_context(self) -> bool:

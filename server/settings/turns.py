@@ -4,12 +4,14 @@ barge-in (interruptions, backchannels, the bot's own echo)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from pipeline.interruptions import DEFAULT_BACKCHANNELS
+from pipeline.turns.languages import backchannels as language_backchannels
 from pipeline.turns.mute_names import MuteName
 from server.settings.lists import split_list
 
@@ -17,12 +19,29 @@ from server.settings.lists import split_list
 class TurnSettings(BaseModel):
     """When the user has the turn, when it ends, and when the bot may be interrupted."""
 
+    language: str = Field(
+        "en",
+        description="The callers' language, an ISO 639-1 code (en, es, fr, de, …): the words "
+        "the adaptive turn end reads (en, es, fr and de have word cues; other languages only "
+        "punctuation, with a WARNING at start), the default backchannels, and the language "
+        "the STT is asked for (the embedded whisper; the OpenAI-compatible STT's "
+        "'language'). A transcript the STT reports in another cue language is read in that "
+        "one.",
+    )
     vad_confidence: float = Field(0.7, gt=0, lt=1)
     vad_start_secs: float = Field(0.2, gt=0)
     vad_stop_secs: float = Field(
         0.2,
         gt=0,
         description="Silence before the VAD reports a stop: the earliest a turn can end.",
+    )
+    vad_pause_secs: float = Field(
+        0.1,
+        ge=0,
+        description="Silence after which the words and the end-of-turn model are asked "
+        "on speculation, before the stop window closes, so that their answers (and a "
+        "held reply to a clear question) are ready at the stop; 0: only at the stop. "
+        "A pause the user talks through costs one extra STT request.",
     )
     turn_end: Literal["adaptive", "fixed"] = Field(
         "adaptive",
@@ -120,10 +139,19 @@ class TurnSettings(BaseModel):
         "and decide: a real interruption cancels the reply, a backchannel, a cough or the "
         "bot's own echo lets it go on from where it paused. False: cancel at once.",
     )
+    pause_at_onset: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="pause_on_interruption: pause at the VAD's first speech window over "
+        "the bot, not at its confirmation vad_start_secs later (a barge-in ~150 ms sooner); "
+        "what the VAD then drops resumes at once. auto: once the echo canceller has ruled "
+        "out the bot's voice coming back (what it leaves of an echo may cross the VAD for "
+        "a window); on: always; off: at the confirmation.",
+    )
     backchannels: list[str] = Field(
         default_factory=lambda: list(DEFAULT_BACKCHANNELS),
         description="Utterances that only show the user is listening (JSON list); made of "
-        "these phrases alone, speech over the bot does not interrupt it.",
+        "these phrases alone, speech over the bot does not interrupt it. Unset: the "
+        "language's list (English for a language without one).",
     )
     max_backchannel_seconds: float = Field(
         1.0, gt=0, description="Speech over the bot longer than this is an interruption."
@@ -138,6 +166,21 @@ class TurnSettings(BaseModel):
         description="Cancel the bot's own voice in the user's audio (a speakerphone, a "
         "client without echo cancellation) with WebRTC's AEC3, what was played as reference.",
     )
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _language_code(cls, value: Any) -> Any:
+        code = value.strip().lower() if isinstance(value, str) else value
+        if not isinstance(code, str) or not re.fullmatch(r"[a-z]{2}", code):
+            raise ValueError("language must be a two-letter ISO 639-1 code: en, es, fr, de, …")
+        return code
+
+    @model_validator(mode="after")
+    def _language_backchannels(self) -> TurnSettings:
+        if "backchannels" not in self.model_fields_set:
+            self.backchannels = list(language_backchannels(self.language))
+            self.__pydantic_fields_set__.discard("backchannels")  # still the default
+        return self
 
     @model_validator(mode="after")
     def _turn_end_thresholds(self) -> TurnSettings:

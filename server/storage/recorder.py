@@ -35,8 +35,8 @@ from pipeline.frames import (
     Interruption,
     Metric,
     ServiceError,
+    UserSpeechDiscarded,
     UserTranscript,
-    UserTurnDiscarded,
     UserTurnMerged,
 )
 from pipeline.metrics import SessionMetrics
@@ -99,7 +99,7 @@ class SessionRecorder:
         events.on(FunctionCallCancelled, self._tool_cancelled)
         events.on(ServiceError, self._service_error)
         events.on(UserTurnMerged, lambda _event: self.store.fold_last_turn(self.session_id))
-        events.on(UserTurnDiscarded, self._backchannel)
+        events.on(UserSpeechDiscarded, self._discarded)
 
     # -- what the session reports -----------------------------------------------------------
 
@@ -222,9 +222,17 @@ class SessionRecorder:
         data = {"tool_call_id": event.tool_call_id, "function_name": event.function_name}
         self._event("tool-cancelled", data)
 
-    def _backchannel(self, event: UserTurnDiscarded) -> None:
-        # Speech over the bot that made no turn: kept as an event, not a turn.
-        self._event("backchannel", {"text": event.text})
+    def _discarded(self, event: UserSpeechDiscarded) -> None:
+        # Speech that made no turn: kept as an event, not a turn. A backchannel is the
+        # user listening (its own kind, as before); anything else is a discard, with why.
+        data: dict[str, Any] = {"text": event.text}
+        if event.onset is not None:  # the session's clock is monotonic: back to wall time
+            spoken = time.time() - (time.monotonic() - event.onset)
+            data["started_at"] = datetime.fromtimestamp(spoken, UTC).isoformat()
+        if event.reason == "backchannel":
+            self._event("backchannel", data)
+        else:
+            self._event("discard", {"reason": event.reason, **data})
 
     def _service_error(self, event: ServiceError) -> None:
         data = {"service": event.service, "error": event.error, "fatal": event.fatal}

@@ -57,7 +57,10 @@ class RecordedEvent(BaseModel):
     type: str = Field(
         description="interruption, tool-call, tool-result, tool-cancelled, error, "
         "rejected-messages (the RTVI errors the client was sent, counted by reason: "
-        "{counts, examples, total, since}), turn-merged, backchannel"
+        "{counts, examples, total, since}), turn-merged, backchannel ({text, started_at}: "
+        "the user listening over the bot), discard ({reason, text, started_at}: the user's "
+        "speech that made no turn, and why: echo, no_words, muted, stt_error or call_ended; see "
+        "pipeline/discards.py)"
     )
     at: datetime
     data: dict[str, Any] = {}
