@@ -270,24 +270,37 @@ async def counted(server: ServerProcess, run: Any) -> dict[str, Any]:
 
 
 def false_pauses(design: str, args: argparse.Namespace, level: float, folder: Path) -> dict:
-    """Noises, background speech and echo over the bot's hibari voice, for one design."""
+    """Noises, background speech and echo over the bot's hibari voice, for one design
+    (a part whose seconds or answers are 0 is left out)."""
     ear = ClipEar()  # its clip stays None: it hears no words
     stub, running = server(design, args, ear, folder, tts="local")
     out: dict[str, Any] = {}
     try:
         url, seed = running.url, args.seed
-        run = sounds_over(url, noises(seed), args.bot_seconds, seed, folder)
-        out["noises"] = asyncio.run(counted(running, run))
-        run = sounds_over(url, babble(level, seed), args.babble_seconds, seed, folder)
-        out["babble"] = asyncio.run(counted(running, run))
-        for spec in args.echo.split(","):
+        if args.bot_seconds:
+            run = sounds_over(url, noises(seed), args.bot_seconds, seed, folder)
+            out["noises"] = asyncio.run(counted(running, run))
+        if args.babble_seconds:
+            run = sounds_over(url, babble(level, seed), args.babble_seconds, seed, folder)
+            out["babble"] = asyncio.run(counted(running, run))
+        for spec in args.echo.split(",") if args.echo_answers else ():
             gain, delay = (float(x) for x in spec.split(":"))
-            run = echo_over(url, (gain, delay))
-            out[f"echo {gain:g} dB {round(delay * 1000)} ms"] = asyncio.run(counted(running, run))
+            runs = [asyncio.run(counted(running, echo_over(url, (gain, delay))))
+                    for _ in range(args.echo_answers)]  # fmt: skip
+            out[f"echo {gain:g} dB {round(delay * 1000)} ms"] = pooled(runs)
     finally:
         running.stop()
         stub.stop()
     return out
+
+
+def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts of several runs added up, per minute recomputed (pause lengths dropped)."""
+    total = {k: sum(r[k] for r in runs) for k in ("bot_seconds", "pauses", "unconfirmed",
+                                                  "interrupted")}  # fmt: skip
+    seconds = total["bot_seconds"]
+    total["per_minute"] = round(60 * total["pauses"] / seconds, 2) if seconds else None
+    return total
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -310,39 +323,37 @@ def latency(design: str, args: argparse.Namespace, clips: list[TurnClip], folder
 
 
 def table(report: dict[str, Any]) -> str:
-    """The designs side by side, as a Markdown table."""
+    """The designs side by side, as a Markdown table (parts not run: "-")."""
     rows = ["| design | barge-ins honoured | onset → last loud frame p50 / p95 ms "
-            "| false pauses / min: noises | background speech | echo (all conditions) "
-            "| unconfirmed pauses |",
+            "| false pauses / min: coughs, breaths, clicks | background speech "
+            "| echo (all conditions) | of which unconfirmed |",
             "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
     for design, out in report.items():
-        lat, fp = out["latency"], out["false_pauses"]
+        lat, fp = out.get("latency"), out.get("false_pauses", {})
         echo = [v for k, v in fp.items() if k.startswith("echo")]
-        echo_s = sum(v["bot_seconds"] for v in echo)
-        echo_n = sum(v["pauses"] for v in echo)
-        unconfirmed = sum(v["unconfirmed"] for v in fp.values())
-        rows.append(
-            f"| {design} | {lat['honoured']}/{lat['n']} | {lat['latency'].get('p50_ms')} / "
-            f"{lat['latency'].get('p95_ms')} | {fp['noises']['per_minute']} "
-            f"({fp['noises']['pauses']} in {fp['noises']['bot_seconds']} s) | "
-            f"{fp['babble']['per_minute']} ({fp['babble']['pauses']} in "
-            f"{fp['babble']['bot_seconds']} s) | "
-            f"{round(60 * echo_n / echo_s, 2) if echo_s else None} ({echo_n} in {echo_s:.0f} s) "
-            f"| {unconfirmed} |"
-        )
+        cells = [design, "-", "-"]
+        if lat:
+            timed = lat["latency"]
+            cells[1:] = [f"{lat['honoured']}/{lat['n']}",
+                         f"{timed.get('p50_ms')} / {timed.get('p95_ms')}"]  # fmt: skip
+        for part in (fp.get("noises"), fp.get("babble"), pooled(echo) if echo else None):
+            counts = None if part is None else f"({part['pauses']} in {part['bot_seconds']:.0f} s)"
+            cells.append("-" if part is None else f"{part['per_minute']} {counts}")
+        cells.append(str(sum(v["unconfirmed"] for v in fp.values())) if fp else "-")
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--designs", default=",".join(DESIGNS))
-    parser.add_argument("--questions", type=int, default=6, help="held-out, x2 voices")
-    parser.add_argument("--bot-seconds", type=float, default=90.0, help="of coughs etc.")
-    parser.add_argument("--babble-seconds", type=float, default=60.0)
+    parser.add_argument("--questions", type=int, default=6, help="held-out, x2 voices; 0: none")
+    parser.add_argument("--bot-seconds", type=float, default=90.0, help="of coughs etc.; 0: none")
+    parser.add_argument("--babble-seconds", type=float, default=60.0, help="0: none")
     parser.add_argument("--echo", default=",".join(f"{g}:{d}" for g in (-20, -10, -6, -3)
                                                    for d in (0.15, 0.3)))  # fmt: skip
+    parser.add_argument("--echo-answers", type=int, default=1, help="per condition; 0: none")
     parser.add_argument("--seed", type=int, default=24)
-    parser.add_argument("--skip-false-pauses", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     # What start_stub / start_target read: the stub's delays and the turn settings.
@@ -350,22 +361,24 @@ def main() -> None:
     args.users, args.vad_stop_secs, args.user_speech_timeout = 1, 0.2, 0.6
     args.turn_end = "adaptive"
     folder = Path(tempfile.mkdtemp(prefix="barge-in-"))
-    clips = [complete_clip(t, v) for t in HELD_OUT_COMPLETE[: args.questions]
+    clips = [complete_clip(t, v) for t in HELD_OUT_COMPLETE[: max(1, args.questions)]
              for v in ("hibari", "espeak")]  # fmt: skip
+    # The questions' level (dBFS RMS): background speech is set 15-20 dB under it.
     level = float(np.mean([20 * np.log10(np.sqrt(np.mean(c.audio.astype(float) ** 2)) / 32768)
                            for c in clips]))  # fmt: skip
     report: dict[str, Any] = {}
     for design in args.designs.split(","):
-        out = {"latency": latency(design, args, clips, folder)}
-        print(design, "latency", json.dumps(out["latency"]["latency"]), flush=True)
-        if not args.skip_false_pauses:
+        out: dict[str, Any] = {}
+        if args.questions:
+            out["latency"] = latency(design, args, clips, folder)
+            print(design, "latency", json.dumps(out["latency"]["latency"]), flush=True)
+        if args.bot_seconds or args.babble_seconds or args.echo_answers:
             out["false_pauses"] = false_pauses(design, args, level, folder)
             print(design, "false pauses", json.dumps(out["false_pauses"]), flush=True)
         report[design] = out
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
-    if not args.skip_false_pauses:
-        print(table(report))
+    print(table(report))
     print(f"\nlogs: {folder}")
 
 

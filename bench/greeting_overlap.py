@@ -22,14 +22,19 @@ Per call: answered (a ``user-llm-text`` holding every word of the question: it r
 the LLM whole), partly (some words only), not at all; when the server's VAD confirmed the
 speech (``user-started-speaking``, from the question's first sample, client clock);
 voice-to-voice (end of the question to the answer's first loud frame); pauses and
-interruptions of the bot; and the utterances the server discarded, by reason (its
-``parley_user_speech_discarded_total`` and the stored transcript's ``discard`` events).
+interruptions of the bot, and the turns started after the question reached the LLM (the
+caller is silent by then: the bot's own echo) and the answers cut; and the utterances
+the server discarded, by reason (its ``parley_user_speech_discarded_total`` and the
+stored transcript's ``discard`` events).
 ``--users 1,5,10`` runs ``--calls`` calls at each concurrency (rounds of N calls at once).
 
 The models: the OpenAI-compatible stub in this process (STT 50 ms: it hears the words of
 the clip being played where the utterance lies in it, :class:`testkit.clip_ear.ClipEar`;
 LLM 200 ms) and the embedded voice (``--tts local``, hibari: a real voice for the echo
-canceller's reference) or the stub's buzz (``--tts stub``).
+canceller's reference) or the stub's buzz (``--tts stub``). ``--stt local`` puts the
+embedded whisper in place of the ClipEar: an echo that reaches the STT is then heard as
+the bot's words (which the barge-in dismisses as its echo), where the ClipEar, matching
+envelopes, would place it somewhere in the question and return the question's words.
 
     .venv/bin/python -m bench.greeting_overlap --users 1,5,10 --variants aec,raw,echo
 """
@@ -142,8 +147,15 @@ def _outcome(client: RTCTestClient, clip: TurnClip | None, connected: float, sai
         after = [t for t, _ in arrivals(client, "bot-started-speaking") if t >= texts[0][0]]
         frames = loud(client, after[0]) if after else []
         answer_at = frames[0] if frames else None
+    # After the question reached the LLM the caller says nothing: turns started then are
+    # the bot's own voice (its echo), and an answer cut is a self-interruption.
+    asked_at = texts[0][0] if texts else float("inf")
+    later = [t for t, _ in started if t > asked_at]
+    cut = [t for t, _ in arrivals(client, "bot-interrupted") if t > asked_at]
     return {
         "answered": "whole" if share == 1.0 else "part" if texts else "no",
+        "turns_after_question": len(later),
+        "answer_cut": len(cut),
         "heard": heard,
         "greeting_after_question": round(greeting[0] - said, 3) if greeting else None,
         "vad_confirmed": round(started[0][0] - said, 3) if started else None,
@@ -179,7 +191,7 @@ def counters(url: str) -> dict[str, float]:
         "pauses": metrics.total("parley_bot_pauses_total"),
         "interruptions": metrics.total("parley_interruptions_total"),
     }
-    for reason in ("backchannel", "echo", "no_words", "muted", "empty", "stt_error", "closed"):
+    for reason in ("backchannel", "echo", "no_words", "muted", "stt_error", "call_ended"):
         out[f"discarded:{reason}"] = metrics.total(
             f'parley_user_speech_discarded_total{{reason="{reason}"}}'
         )
@@ -226,6 +238,8 @@ def summarise(calls: list[dict[str, Any]], metrics: dict[str, float]) -> dict[st
         "voice_to_voice": stats([c["voice_to_voice"] for c in ok if c["voice_to_voice"]]),
         "calls_interrupting_the_bot": sum(1 for c in ok if c["interrupted"]),
         "user_turns_started": sum(c["user_turns_started"] for c in ok),
+        "turns_after_question": sum(c["turns_after_question"] for c in ok),
+        "answers_cut": sum(1 for c in ok if c["answer_cut"]),
         "muted_calls": sum(1 for c in ok if c["muted"]),
         "stored_discards": dict(reasons),
         "metrics": metrics,
@@ -240,13 +254,16 @@ def server_env(variant: str, args: argparse.Namespace) -> dict[str, str]:
         env["PARLEY_ECHO_CANCELLATION"] = "false"
     if variant == "mute":
         env["PARLEY_USER_MUTE"] = "first_bot_speech"
+    if args.stt == "local":
+        env["PARLEY_STT"] = "local"  # the embedded whisper: the echo's words are the bot's
     return env
 
 
 def table(report: dict[str, Any]) -> str:
     head = "| variant | users | whole | part | none | VAD confirmed p50/max ms | v2v p50/max ms "
-    head += "| greeting after question p50 ms | bot interrupted (calls) | pauses | discards |"
-    rows = [head, "|" + " --- |" * 11]
+    head += "| greeting after question p50 ms | bot interrupted (calls) | pauses "
+    head += "| turns after the question / answers cut | discards |"
+    rows = [head, "|" + " --- |" * 12]
     for key, s in report.items():
         variant, users = key.rsplit("@", 1)
         vad, v2v, lag = s["vad_confirmed"], s["voice_to_voice"], s["greeting_after_question"]
@@ -255,7 +272,7 @@ def table(report: dict[str, Any]) -> str:
             f"| {s['not_answered']} | {vad.get('p50_ms', '-')}/{vad.get('max_ms', '-')} "
             f"| {v2v.get('p50_ms', '-')}/{v2v.get('max_ms', '-')} | {lag.get('p50_ms', '-')} "
             f"| {s['calls_interrupting_the_bot']} | {int(s['metrics'].get('pauses', 0))} "
-            f"| {s['stored_discards'] or '-'} |"
+            f"| {s['turns_after_question']} / {s['answers_cut']} | {s['stored_discards'] or '-'} |"
         )
     return "\n".join(rows)
 
@@ -267,6 +284,12 @@ def main() -> None:
     parser.add_argument("--variants", default="aec,raw,echo,echo-silent")
     parser.add_argument("--start", choices=("connect", "greeting"), default="connect")
     parser.add_argument("--tts", choices=("local", "stub"), default="local")
+    parser.add_argument(
+        "--stt",
+        choices=("ear", "local"),
+        default="ear",
+        help="ear: the stub hears the clip's words; local: embedded whisper",
+    )
     parser.add_argument("--echo", default="-10,0.15", help="gain dB, delay s")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -297,7 +320,7 @@ def main() -> None:
                 server.stop()
     finally:
         stub.stop()
-    print(f"\nstart: {args.start}, tts: {args.tts}, echo: {args.echo}\n")
+    print(f"\nstart: {args.start}, tts: {args.tts}, stt: {args.stt}, echo: {args.echo}\n")
     print(table(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

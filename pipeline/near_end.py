@@ -80,7 +80,7 @@ class NearEndGate:
         self._since_loud = DELAYS + _JITTER + 1  # blocks since the bot was last loud
         self._near_rest = np.zeros(0, np.int16)  # samples short of a whole block
         self._far_rest = np.zeros(0, np.int16)
-        self._loud = False  # the latest frame was above the gate
+        self.loud = False  # the latest frame was above the gate (and so was judged)
         self._echo_like = True  # the latest judgement
         self.last_peak = 0.0
 
@@ -102,12 +102,12 @@ class NearEndGate:
         self._since_loud = 0 if played.max() > LOUD_DB else self._since_loud + heard.size
         if self._since_loud <= DELAYS + _JITTER:
             self._rule_out(heard)
-        self._loud = bool(heard.max() >= self.gate_db)
+        self.loud = bool(heard.max() >= self.gate_db)
 
     def echo_like(self) -> bool:
         """Whether the latest frame could be the bot's echo (AEC3's output should be used).
         A quiet frame counts as echo-like: nothing is lost by cancelling it."""
-        if not self._loud:
+        if not self.loud:
             return True
         heard = self._heard.last()
         # Each envelope within 30 dB of its loudest: what the bot played far below its

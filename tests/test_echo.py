@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pywebrtc_audio import EchoCanceller as AEC3
 
-from pipeline.echo import MAX_DELAY, EchoCanceller, EchoPath, EchoPathDetector
+from pipeline.echo import MAX_DELAY, RESIDUE_GAIN, EchoCanceller, EchoPath, EchoPathDetector
 from pipeline.frames import SpeechStarted, SpeechStopped
 from pipeline.vad import VADAnalyzer, VADParams
 from testkit.turn_clips import RATE, render
@@ -173,3 +174,28 @@ def test_an_echo_is_found_without_its_onsets(bot: np.ndarray) -> None:
     mic16 = mic.astype(np.int16)
     assert detector.check(mic16, ref) is not EchoPath.PRESENT
     assert detector.check(mic16, ref) is not EchoPath.PRESENT
+
+
+def test_while_the_path_is_unknown_aec3s_residue_of_an_echo_is_turned_down(
+    bot: np.ndarray,
+) -> None:
+    # AEC3 lets a residue of the echo through until it has converged: where the gate
+    # judges a loud frame an echo, its output goes 20 dB further down; elsewhere it is
+    # AEC3's own output, or the microphone as it came.
+    mic = room(bot, -10, 0.15)
+    canceller, reference = EchoCanceller(), AEC3(sample_rate=RATE)
+    turned_down = 0
+    for i in range(0, 2 * RATE, FRAME):
+        t = i / RATE
+        near, far = mic[i : i + FRAME], bot[i : i + FRAME]
+        canceller.played(far.tobytes(), RATE, t)  # at 16 kHz: the reference AEC3's own
+        out = np.frombuffer(canceller.process(near.tobytes(), t), np.int16)
+        own = reference.process(near, far)
+        if canceller.state is not EchoPath.UNKNOWN:
+            break  # found: AEC3's own output from here on
+        if canceller.gate is not None and canceller.gate.loud:
+            assert np.array_equal(out, (own * RESIDUE_GAIN).astype(np.int16))
+            turned_down += 1
+        else:
+            assert np.array_equal(out, own)
+    assert turned_down > 20

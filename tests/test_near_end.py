@@ -37,7 +37,7 @@ def judged(mic: np.ndarray, played: np.ndarray, frame: int = FRAME) -> list[tupl
     for i in range(0, mic.size - frame + 1, frame):
         gate.push(mic[i : i + frame], played[i : i + frame])
         like = gate.echo_like()
-        if gate._loud:
+        if gate.loud:
             out.append((i, like))
     return out
 
