@@ -7,10 +7,13 @@ from __future__ import annotations
 import io
 import re
 import wave
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
 from pipeline.resampling import resample
+from testkit.openai_stub import OpenAIStub
 from testkit.turn_clips import TurnClip
 from testkit.voices import RATE
 
@@ -61,3 +64,14 @@ class ClipEar:
             text = re.sub(r"[^\w' -]", "", text)  # a word's hyphen is spelling: "est-ce"
         self.heard.append(text)
         return text
+
+
+@contextmanager
+def hearing_stub(ear: ClipEar, answer: str, tts_seconds_per_char: float) -> Iterator[OpenAIStub]:
+    """The OpenAI stub hearing with ``ear``, answering ``answer`` in a voice that lasts
+    ``tts_seconds_per_char`` a character."""
+    with OpenAIStub() as stub:
+        stub.config.transcriber = ear
+        stub.config.default_text = answer
+        stub.config.tts_seconds_per_char = tts_seconds_per_char
+        yield stub

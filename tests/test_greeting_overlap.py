@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from testkit.clip_ear import ClipEar
+from testkit.clip_ear import ClipEar, hearing_stub
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
@@ -41,10 +41,7 @@ def ear() -> ClipEar:
 
 @pytest.fixture(scope="module")
 def models(ear: ClipEar) -> Iterator[OpenAIStub]:
-    with OpenAIStub() as stub:
-        stub.config.transcriber = ear
-        stub.config.default_text = ANSWER
-        stub.config.tts_seconds_per_char = 0.06  # the greeting lasts 1.9 s, as spoken
+    with hearing_stub(ear, ANSWER, 0.06) as stub:  # the greeting lasts 1.9 s, as spoken
         yield stub
 
 

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from testkit.clip_ear import ClipEar
+from testkit.clip_ear import ClipEar, hearing_stub
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
@@ -35,10 +35,7 @@ def ear() -> ClipEar:
 
 @pytest.fixture(scope="module")
 def models(ear: ClipEar) -> Iterator[OpenAIStub]:
-    with OpenAIStub() as stub:
-        stub.config.transcriber = ear
-        stub.config.default_text = STORY
-        stub.config.tts_seconds_per_char = 0.03  # the stub's voice: ~10 s of buzz
+    with hearing_stub(ear, STORY, 0.03) as stub:  # the stub's voice: ~10 s of buzz
         yield stub
 
 
