@@ -15,8 +15,8 @@ later, which was most of a barge-in's latency. Until the VAD confirms, the pause
 *held*: a false start (:meth:`BargeIn.false_start`) resumes at once, and the
 confirmation (:meth:`BargeIn.pause`) makes it an ordinary pause, judged as before. Silero
 scores coughs, breaths and clicks far below its threshold, but what AEC3 leaves of a loud
-echo crosses it for a window or two now and then (``bench/barge_in_latency.py``: 7 pauses
-in 150 s of echo at onset, 1 at the confirmation). So ``"auto"`` pauses at the onset only
+echo crosses it for a window or two now and then (``bench/barge_in_latency.py``: 19 pauses
+in 675 s of echo at the onset, 9 at the confirmation). So ``"auto"`` pauses at the onset only
 once the echo canceller has ruled out an echo path (``echo_possible``: a browser that
 cancels its own echo, the common case), and at the confirmation while the bot's voice
 comes back or may (a speakerphone; the first second of a call).
