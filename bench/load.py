@@ -1,6 +1,6 @@
 """Load: N concurrent users, K turns each, against a server whose models are the stub.
 
-Starts the OpenAI-compatible stub in this process (fixed STT / LLM / TTS delays) and a
+Starts the OpenAI-compatible stub in a process of its own (fixed STT / LLM / TTS delays) and a
 Parley server on 127.0.0.1 with every service at it, then runs N aiortc test clients
 as asyncio tasks. Each connects (offer → ``bot-ready``), then speaks K questions in real
 time and waits for each answer to end. Every Mth turn it barges in while the bot speaks.
@@ -337,6 +337,9 @@ def main() -> None:
     parser.add_argument("--target", choices=("parley", "pipecat", "both"), default="parley",
                         help="server under test (pipecat: bench/pipecat/bot.py; both: one "
                         "after the other, with ratios Parley/Pipecat)")  # fmt: skip
+    parser.add_argument("--stub-thread", action="store_true",
+                        help="run the stub in this process, as before issue 24 (its delays "
+                        "then stretch with the load generator's)")  # fmt: skip
     parser.add_argument("--client-jitter-frames", type=int, default=1,
                         help="packets each client's jitter buffer holds (aiortc: 4)")  # fmt: skip
     args = parser.parse_args()
@@ -368,7 +371,7 @@ def run_target(
     log_path = args.log or folder / f"{target}.log"
     stub = server = sampler = profiler = None
     try:
-        stub = start_stub(args, ANSWER, "what is two plus two")
+        stub = start_stub(args, ANSWER, "what is two plus two", process=not args.stub_thread)
         server = start_target(target, args, stub, log_path)
         sampler = ProcSampler(server.proc.pid).start()
         if args.profile:

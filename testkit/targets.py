@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 
 from testkit.openai_stub import OpenAIStub
+from testkit.openai_stub.process import StubProcess
 from testkit.server_process import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,22 +49,31 @@ class PipecatProcess(ServerProcess):
         raise RuntimeError(f"pipecat bot did not start:\n{self.log()}")
 
 
-def start_stub(args: argparse.Namespace, answer: str, transcript: str) -> OpenAIStub:
-    """The model stub with the run's fixed delays."""
+def start_stub(
+    args: argparse.Namespace, answer: str, transcript: str, process: bool = False
+) -> OpenAIStub | StubProcess:
+    """The model stub with the run's fixed delays; in a process of its own if ``process``
+    (see :mod:`testkit.openai_stub.process`)."""
+    fields = {
+        "stt_delay": args.stt_delay,
+        "first_token_delay": args.llm_delay,
+        "tts_first_audio_delay": args.tts_delay,
+        "tts_seconds_per_char": args.tts_seconds_per_char,
+        "default_text": answer,
+        "transcript": transcript,
+    }
+    if process:
+        return StubProcess(fields)
     stub = OpenAIStub().start()
-    stub.config.stt_delay = args.stt_delay
-    stub.config.first_token_delay = args.llm_delay
-    stub.config.tts_first_audio_delay = args.tts_delay
-    stub.config.tts_seconds_per_char = args.tts_seconds_per_char
-    stub.config.default_text = answer
-    stub.config.transcript = transcript
+    for name, value in fields.items():
+        setattr(stub.config, name, value)
     return stub
 
 
 def start_target(
     target: str,
     args: argparse.Namespace,
-    stub: OpenAIStub,
+    stub: OpenAIStub | StubProcess,
     log_path: Path,
     env: dict[str, str] | None = None,
 ) -> ServerProcess:

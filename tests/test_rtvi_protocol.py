@@ -79,6 +79,7 @@ def rtvi_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) ->
         function_call_report_levels=json.dumps(levels),
         client_tools=json.dumps(CLIENT_TOOLS),
         rtvi_bot_tts_audio="true",
+        rtvi_audio_levels="true",
         rtvi_system_log="INFO",
     )
 

@@ -55,7 +55,7 @@ def test_rtvi_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.function_call_report_levels == {"get_current_time": "full"}
     tool = settings.client_tools[0]
     assert tool.parameters == {"type": "object", "properties": {}} and tool.timeout is None
-    assert (settings.rtvi_audio_levels, settings.rtvi_bot_tts_audio) == (True, False)
+    assert (settings.rtvi_audio_levels, settings.rtvi_bot_tts_audio) == (False, False)
     assert settings.rtvi_system_log == "off"
 
 

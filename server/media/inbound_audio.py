@@ -4,8 +4,9 @@ aiortc decodes every audio frame in a thread per receiver, at 48 kHz stereo, and
 it back through ``run_coroutine_threadsafe`` (a task and two futures per 20 ms). Decoding
 one mono 20 ms frame costs less than that hop. So :class:`InboundAudio` stands in for the
 receiver's decoder queue and decodes on the event loop, in mono, as frames leave the
-jitter buffer, then resamples to 16 kHz (ffmpeg's libopus always decodes at 48 kHz); the
-receiver's decoder thread is told to end at once.
+jitter buffer; Opus straight to 16 kHz through libopus (:mod:`server.media.libopus`),
+another codec through aiortc's decoder and a resample. The receiver's decoder thread is
+told to end at once.
 
 Before any of that, a session's :class:`PacketGate` caps the audio packets its receivers
 take in: every packet admitted is decoded, echo-cancelled and fed to the VAD on the event
@@ -29,11 +30,11 @@ from typing import Any
 from aiortc import RTCRtpReceiver
 from aiortc.codecs import get_decoder
 from aiortc.jitterbuffer import JitterBuffer
-from av import CodecContext, Packet
 from loguru import logger
 
 from pipeline.resampling import StreamResampler
 from server.api.rate_limit import Clock, TokenBucket
+from server.media.libopus import Decoder
 
 RATE = 16000
 
@@ -134,10 +135,7 @@ class InboundAudio:
         self.on_frame = on_frame
         self.on_error = on_error
         self.decode_errors = 0
-        self._opus = CodecContext.create("libopus", "r")
-        self._opus.format = "s16"
-        self._opus.layout = "mono"
-        self._opus.sample_rate = 48000
+        self._opus = Decoder(RATE)
         self._other: Any = None  # aiortc's decoder of another codec (G.711), if chosen
         self._resampler = StreamResampler(RATE)
         self._gate = gate
@@ -161,11 +159,11 @@ class InboundAudio:
         codec, encoded = item
         try:
             if codec.name == "opus":
-                decoded = self._opus.decode(Packet(encoded.data))
+                chunks = [self._opus.decode(encoded.data)]
             else:
                 self._other = self._other or get_decoder(codec)
                 decoded = self._other.decode(encoded)
-            chunks = [pcm for frame in decoded for pcm in self._resampler.resample_frame(frame)]
+                chunks = [pcm for f in decoded for pcm in self._resampler.resample_frame(f)]
         except Exception as exc:  # FFmpeg's errors, or a codec aiortc cannot decode
             self.decode_errors += 1
             if self.decode_errors == 1:

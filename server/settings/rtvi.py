@@ -12,8 +12,10 @@ from pydantic import BaseModel, Field
 class RTVISettings(BaseModel):
     """The optional RTVI messages a session sends."""
 
+    # Off by default, as in Pipecat: clients draw levels from their own tracks, and at 20
+    # calls the messages (and the SCTP acks they bring back) cost a tenth of the loop.
     rtvi_audio_levels: bool = Field(
-        True, description="Send user-audio-level and bot-audio-level (10 Hz, while speaking)."
+        False, description="Send user-audio-level and bot-audio-level (10 Hz, while speaking)."
     )
     rtvi_bot_tts_audio: bool = Field(
         False, description="Send the bot's TTS audio as bot-tts-audio messages (base64 PCM)."

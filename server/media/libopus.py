@@ -1,0 +1,112 @@
+"""libopus through ctypes: one mono encoder or decoder, 20 ms frames, at the rate we want.
+
+PyAV's libopus wrapper decodes at 48 kHz only (FFmpeg fixes the rate), so every inbound
+frame was decoded at 48 kHz, then resampled to 16 kHz by libswresample, with a Packet and
+two AudioFrames made on the way. libopus itself decodes straight to 16 kHz. Measured on
+this machine (bench figures in bench/RESULTS.md, issue 24), per 20 ms frame of speech:
+decode 85 to 100 µs → 35 µs; encode at complexity 10 ~380 µs, at 5 ~190 µs. At 20 talking
+calls those are a fifth of the event loop. Four C functions do not justify a wrapper
+package (``opuslib`` is unmaintained), so they are bound here.
+
+The library is the system's ``libopus.so.0`` when there is one, else the copy PyAV's
+wheel carries (which every install has).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import weakref
+
+import av
+
+APPLICATION_VOIP = 2048
+SET_BITRATE = 4002
+SET_COMPLEXITY = 4010
+MAX_PACKET = 1500  # bytes: one RTP payload
+
+
+def _load() -> ctypes.PyDLL:
+    name = ctypes.util.find_library("opus")
+    if name is None:
+        bundled = os.path.join(os.path.dirname(av.__file__), os.pardir, "av.libs", "libopus*")
+        found = sorted(glob.glob(bundled))
+        if not found:
+            raise RuntimeError("libopus not found: install libopus0 (Debian) or PyAV's wheel")
+        name = found[0]
+    # PyDLL keeps the GIL through each call: a call is 35 to 190 µs, and a released GIL
+    # goes to whichever thread wants it, the event loop waiting up to the switch interval
+    # (5 ms) to have it back.
+    lib = ctypes.PyDLL(name)
+    error = ctypes.POINTER(ctypes.c_int)
+    lib.opus_encoder_create.restype = ctypes.c_void_p
+    lib.opus_encoder_create.argtypes = [ctypes.c_int32, ctypes.c_int, ctypes.c_int, error]
+    lib.opus_encoder_destroy.argtypes = [ctypes.c_void_p]
+    lib.opus_encode.restype = ctypes.c_int32
+    lib.opus_encode.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int32
+    ]  # fmt: skip
+    lib.opus_decoder_create.restype = ctypes.c_void_p
+    lib.opus_decoder_create.argtypes = [ctypes.c_int32, ctypes.c_int, error]
+    lib.opus_decoder_destroy.argtypes = [ctypes.c_void_p]
+    lib.opus_decode.restype = ctypes.c_int
+    lib.opus_decode.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int,
+        ctypes.c_int,
+    ]  # fmt: skip
+    return lib
+
+
+_lib = _load()
+
+
+class OpusError(ValueError):
+    """libopus refused a packet or a setting (its negative error code is in the text)."""
+
+
+def _check(code: int, what: str) -> int:
+    if code < 0:
+        raise OpusError(f"opus {what} failed: error {code}")
+    return code
+
+
+class Encoder:
+    """Mono s16 PCM at ``rate`` → one Opus packet per frame (any Opus frame length)."""
+
+    def __init__(self, rate: int, bitrate: int, complexity: int) -> None:
+        error = ctypes.c_int()
+        handle = _lib.opus_encoder_create(rate, 1, APPLICATION_VOIP, ctypes.byref(error))
+        _check(error.value, "encoder_create")
+        self._handle = ctypes.c_void_p(handle)
+        weakref.finalize(self, _lib.opus_encoder_destroy, handle)
+        # opus_encoder_ctl is variadic: each argument is typed where it is passed.
+        for request, value in ((SET_BITRATE, bitrate), (SET_COMPLEXITY, complexity)):
+            _check(_lib.opus_encoder_ctl(self._handle, request, ctypes.c_int32(value)), "ctl")
+        self._out = ctypes.create_string_buffer(MAX_PACKET)
+
+    def encode(self, pcm: bytes) -> bytes:
+        """One packet for ``pcm`` (a whole frame: 2.5 to 60 ms of samples)."""
+        size = _lib.opus_encode(self._handle, pcm, len(pcm) // 2, self._out, MAX_PACKET)
+        return self._out.raw[: _check(size, "encode")]
+
+
+class Decoder:
+    """Opus packets → mono s16 PCM at ``rate`` (8, 12, 16, 24 or 48 kHz)."""
+
+    def __init__(self, rate: int) -> None:
+        error = ctypes.c_int()
+        handle = _lib.opus_decoder_create(rate, 1, ctypes.byref(error))
+        _check(error.value, "decoder_create")
+        self._handle = ctypes.c_void_p(handle)
+        weakref.finalize(self, _lib.opus_decoder_destroy, handle)
+        self._max_samples = rate * 120 // 1000  # the longest packet Opus allows
+        self._pcm = ctypes.create_string_buffer(self._max_samples * 2)
+
+    def decode(self, packet: bytes) -> bytes:
+        """The packet's audio (raises :class:`OpusError` on a corrupt packet)."""
+        if not packet:
+            raise OpusError("opus decode failed: empty packet")
+        n = _lib.opus_decode(self._handle, packet, len(packet), self._pcm, self._max_samples, 0)
+        return self._pcm.raw[: _check(n, "decode") * 2]
