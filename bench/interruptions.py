@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from pipeline.echo import EchoCanceller
+from pipeline.audio.echo import EchoCanceller
 from testkit.clip_ear import ClipEar
 from testkit.measure import stats
 from testkit.openai_stub import OpenAIStub

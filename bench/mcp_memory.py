@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from server.ops.proc import ProcReader
+from server.process.proc import ProcReader
 from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess

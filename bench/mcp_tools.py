@@ -1,6 +1,6 @@
 """What an MCP tool call adds over a local tool doing the same work (``add``).
 
-Each call goes through :class:`pipeline.tool_runner.ToolRunner` as a conversation's would:
+Each call goes through :class:`pipeline.tools.runner.ToolRunner` as a conversation's would:
 timed from ``FunctionCallsStarted`` to its ``FunctionCallResult``. The local tool is an
 ``async def`` in the registry; the MCP ones are ``testkit.mcp_server`` (the official SDK's
 ``MCPServer``) over stdio (a subprocess) and over streamable HTTP on 127.0.0.1, each one
@@ -20,11 +20,11 @@ import sys
 import time
 from typing import Any
 
-from pipeline.frames import Event, FunctionCall, FunctionCallResult, FunctionCallsStarted
-from pipeline.tool_runner import ToolRunner
-from pipeline.tool_sources.config import MCPServerConfig
-from pipeline.tool_sources.mcp import MCPTools
-from pipeline.tools import ToolRegistry
+from pipeline.events import Event, FunctionCall, FunctionCallResult, FunctionCallsStarted
+from pipeline.tools.registry import ToolRegistry
+from pipeline.tools.runner import ToolRunner
+from pipeline.tools.sources.config import MCPServerConfig
+from pipeline.tools.sources.mcp import MCPTools
 from testkit.mcp_server import HTTPServerProcess
 from testkit.measure import stats
 

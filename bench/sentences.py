@@ -16,7 +16,7 @@ import argparse
 import statistics
 import time
 
-from pipeline.sentences import SentenceAggregator
+from pipeline.reply.sentences import SentenceAggregator
 
 WORDS = "the quick brown fox jumps over a lazy dog while we wait for".split()
 

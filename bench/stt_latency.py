@@ -1,7 +1,7 @@
 """STT time left after the user stops: one-shot vs streaming, per embedded whisper model.
 
 Each generated sentence of 2-6 s (``testkit/stt_sentences.py``, espeak-ng and the
-embedded hibari voice) is played to a real :class:`pipeline.transcriber.Transcriber` in
+embedded hibari voice) is played to a real :class:`pipeline.hearing.transcriber.Transcriber` in
 real time (20 ms frames, paced by the clock), with the VAD's events placed where the VAD
 sends them: ``SpeechStarted`` 0.2 s after the onset, ``SpeechStopped`` (dated at the
 speech's end) 0.2 s after the end. The figure is the time from that stop to the final
@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
+from pipeline.events import Event, SpeechStarted, SpeechStopped, Transcription
+from pipeline.hearing.transcriber import Transcriber
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.local_stt import SHORT_WINDOW_DECODING, TUNED_30S_DECODING, LocalSTT
-from pipeline.transcriber import Transcriber
 from testkit.stt_sentences import PRE_ROLL_SECS, SENTENCES, VOICES, speech, utterance
 from testkit.wer import wer
 

@@ -22,9 +22,9 @@ import asyncio
 import statistics
 import time
 
-from pipeline.frames import BotStartedSpeaking, BotStoppedSpeaking, LLMResponseEnded
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolCall, ToolRegistry
+from pipeline.events import BotStartedSpeaking, BotStoppedSpeaking, LLMResponseEnded
+from pipeline.tools.registry import ToolCall, ToolRegistry
+from pipeline.tools.runner import ToolRunner
 from testkit.conversation_call import Call
 from testkit.openai_stub import ChatReply, OpenAIStub
 from testkit.openai_stub import ToolCall as ScriptedCall

@@ -23,7 +23,7 @@ import asyncio
 import statistics
 from typing import Any
 
-from pipeline.frames import BotStartedSpeaking, BotStoppedSpeaking
+from pipeline.events import BotStartedSpeaking, BotStoppedSpeaking
 from server.media.outbound_track import OUT_RATE
 from testkit.conversation_call import Call
 from testkit.openai_stub import TTS_RATE, OpenAIStub

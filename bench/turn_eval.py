@@ -26,9 +26,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.hearing.smart_turn import SmartTurnModel
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.local_stt import LocalSTT
-from pipeline.smart_turn import SmartTurnModel
 from pipeline.turns import UserTurnParams
 from testkit.turn_clips import VOICES, eval_set
 from testkit.turn_replay import Replay, TurnReplayer, summary

@@ -1,7 +1,7 @@
 """The end-of-turn model's time: one session, and twenty sessions asking at once.
 
 Scores real turns (the evaluation set's clips, with 0.2 s of trailing silence as at a
-VAD stop) through the shared :class:`pipeline.turn_scorer.TurnScorer`, the way sessions
+VAD stop) through the shared :class:`pipeline.hearing.turn_scorer.TurnScorer`, the way sessions
 do, while a probe measures the event loop's lag (how late a 10 ms timer fires): the
 model runs in its worker thread, so the loop should not notice it.
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.turn_scorer import Score, TurnScorer
+from pipeline.hearing.turn_scorer import Score, TurnScorer
 from testkit.measure import stats
 from testkit.turn_clips import COMPLETE, RATE, render
 

@@ -18,8 +18,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pipeline.silero import CONTEXT, SAMPLE_RATE, STATE_SIZE, WINDOW, SileroModel, find_silero_model
-from pipeline.vad import VADAnalyzer, VADBatch
+from pipeline.hearing.silero import (
+    CONTEXT,
+    SAMPLE_RATE,
+    STATE_SIZE,
+    WINDOW,
+    SileroModel,
+    find_silero_model,
+)
+from pipeline.hearing.vad import VADAnalyzer, VADBatch
 from testkit.speech import SENTENCE_A, SENTENCE_B, espeak, timeline
 
 FRAME = 320

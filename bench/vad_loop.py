@@ -11,7 +11,7 @@ stays SPEAKING and every one of its 32 ms windows needs the model: the worst cas
 the VAD. A probe measures how late a 5 ms timer fires (the loop's lag); process CPU is
 ``time.process_time`` over the wall time (% of one core); the VAD's decision delay is
 from the feed of the frame that completed a window to its result being applied.
-``--inline`` scores each window on the loop, as before :mod:`pipeline.vad_batcher`.
+``--inline`` scores each window on the loop, as before :mod:`pipeline.hearing.vad_batcher`.
 
 Only WebRTC (RTP, Opus decode) is left out, so the figures isolate the pipeline; the
 same shapes over WebRTC show in ``bench.load``'s event-loop lag line.
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.frames import Event
-from pipeline.silero import WINDOW, SileroModel
-from pipeline.vad import VADAnalyzer
+from pipeline.events import Event
+from pipeline.hearing.silero import WINDOW, SileroModel
+from pipeline.hearing.vad import VADAnalyzer
 from server.media.outbound_track import PacedAudioTrack
 from server.session.services import build_services
 from server.session.voice import VoiceSession

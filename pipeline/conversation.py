@@ -8,11 +8,11 @@ aggregators, the bot-turn runner and any observer (RTVI, transcripts) subscribe.
 Two things make a wrong guess about the end of the user's turn cheap:
 
 - Preemptive replies (``preemptive``): when the turn logic foresees the end of the turn,
-  the answer starts at once, held (:mod:`pipeline.preemptive`); it plays when the turn
+  the answer starts at once, held (:mod:`pipeline.reply.preemptive`); it plays when the turn
   ends, or is dropped unseen if the user goes on.
 - Merging (``merge_window``): if the user speaks again within ``merge_window`` seconds
   of the end of a turn that is being answered, the answer is cut off as in a barge-in,
-  and the turn with the start of its answer is taken back (:mod:`pipeline.turn_merge`):
+  and the turn with the start of its answer is taken back (:mod:`pipeline.turns.merge`):
   its words begin the turn in progress.
 """
 
@@ -26,10 +26,8 @@ from typing import Any
 from loguru import logger
 
 from pipeline.aggregators import AssistantAggregator, UserAggregator
-from pipeline.barge_in import BargeIn, OnsetPause
-from pipeline.bot_turn import DEFAULT_TTS_AHEAD, BotTurn, turn_error
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import (
     BotResponseEnded,
     BotStartedSpeaking,
     BotStoppedSpeaking,
@@ -52,17 +50,19 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
-from pipeline.interruptions import InterruptionParams, Verdict
+from pipeline.interruptions.barge_in import BargeIn, OnsetPause
+from pipeline.interruptions.judge import InterruptionParams, Verdict
 from pipeline.metrics import Prices, SessionMetrics
-from pipeline.playout_pacing import AudioOutput
-from pipeline.preemptive import PreemptiveReplies, foreseen
+from pipeline.reply.bot_turn import DEFAULT_TTS_AHEAD, BotTurn, turn_error
+from pipeline.reply.playout_pacing import AudioOutput
+from pipeline.reply.preemptive import PreemptiveReplies, foreseen
+from pipeline.reply.turn_completion import Reprompt, TurnCompletionConfig, TurnCompletionFilter
 from pipeline.services.llm import FixedText, LLMService
 from pipeline.services.tts import TTSService
 from pipeline.task_cancel import cancel_and_wait
-from pipeline.turn_completion import Reprompt, TurnCompletionConfig, TurnCompletionFilter
-from pipeline.turn_merge import TurnMerger
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
+from pipeline.turns.merge import TurnMerger
 from pipeline.turns.mute import UserMuteStrategy
 
 # How often turn-taking timers are checked when no audio frame arrives to drive them.

@@ -1,13 +1,13 @@
 """The typed message layer: content types, messages, usage.
 
 Everything the conversation holds is a message dataclass from this module. Only
-:mod:`pipeline.openai_messages` turns them into chat-completions dicts and back, so no
+:mod:`pipeline.context.openai_messages` turns them into chat-completions dicts and back, so no
 other module builds wire dicts by hand.
 
 - System, developer and tool messages carry a plain ``content: str`` (that is all the
   OpenAI wire format gives them); user and assistant messages carry typed ``contents``.
 - Session-only messages (custom, branch summary) are never sent to the LLM; a
-  :class:`CompactionSummaryMessage` is (see :mod:`pipeline.openai_messages`).
+  :class:`CompactionSummaryMessage` is (see :mod:`pipeline.context.openai_messages`).
 """
 
 from __future__ import annotations

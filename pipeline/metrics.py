@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pipeline.frames import Metric
+from pipeline.events import Metric
 from pipeline.messages import Usage, UsageCost
 
 # Turns kept in detail per session; older ones only count in the totals.

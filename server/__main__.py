@@ -8,7 +8,7 @@ import sys
 import uvicorn
 from pydantic import ValidationError
 
-from pipeline.tool_sources.http import check_http_tools
+from pipeline.tools.sources.http import check_http_tools
 from server.api.app import create_app
 from server.api.slow_clients import uvicorn_options
 from server.ops.logs import configure_logging

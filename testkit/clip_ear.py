@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from pipeline.resampling import resample
+from pipeline.audio.resampling import resample
 from testkit.openai_stub import OpenAIStub
 from testkit.turn_clips import TurnClip
 from testkit.voices import RATE

@@ -8,9 +8,9 @@ import asyncio
 import time
 from typing import Any, Self
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.frames import (
+from pipeline.events import (
     BotPaused,
     BotResumed,
     BotStartedSpeaking,

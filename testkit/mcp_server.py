@@ -1,5 +1,5 @@
 """A small real MCP server, written with the official SDK (``MCPServer``), for the tests and
-the bench of :mod:`pipeline.tool_sources.mcp`::
+the bench of :mod:`pipeline.tools.sources.mcp`::
 
     python -m testkit.mcp_server --transport stdio [--name NAME] [--clash]
     python -m testkit.mcp_server --transport http --port N [--name NAME] [--clash]

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from server.ops.proc import ProcReader
+from server.process.proc import ProcReader
 
 FRAME = 0.020
 GAP = 0.060
@@ -50,7 +50,7 @@ def pacing(intervals: list[float]) -> dict[str, float]:
 
 class ProcSampler:
     """CPU % (of one core) and RSS of a process every ``period`` s, in a thread; read by
-    :class:`server.ops.proc.ProcReader`, the reader of the server's own figures."""
+    :class:`server.process.proc.ProcReader`, the reader of the server's own figures."""
 
     def __init__(self, pid: int, period: float = 0.5) -> None:
         self.pid = pid

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.resampling import resample
-from pipeline.silero import SAMPLE_RATE
+from pipeline.audio.resampling import resample
+from pipeline.hearing.silero import SAMPLE_RATE
 
 
 def _write_wav(path: Path, samples: np.ndarray, rate: int) -> None:

@@ -8,7 +8,7 @@ neural voice), 16 kHz int16, trimmed to their sound. Renderings are cached as ``
 files in a temporary folder (``PARLEY_STT_EVAL_CACHE`` overrides it), keyed by voice and
 text, so a second run renders nothing.
 
-:func:`utterance` then frames the speech as :class:`pipeline.transcriber.Transcriber`
+:func:`utterance` then frames the speech as :class:`pipeline.hearing.transcriber.Transcriber`
 sends it: its pre-roll (0.3 s) before the onset, and after the end its tail (0.15 s)
 plus, when the frames' clock drifted, the VAD's whole stop window; a faint noise floor
 (about -66 dBFS, seeded) stands in for a microphone's, since whisper hears digital

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from faster_whisper.feature_extractor import FeatureExtractor
 
-from pipeline.resampling import resample
+from pipeline.audio.resampling import resample
 from testkit.voices import RATE, render
 
 VOICES = ("hibari", "espeak")

@@ -23,19 +23,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.frames import (
+from pipeline.events import (
     Event,
     Transcription,
     TurnEndScore,
     UserTurnEndPredicted,
     UserTurnStopped,
 )
+from pipeline.hearing.smart_turn import SmartTurnModel
+from pipeline.hearing.transcriber import Transcriber
+from pipeline.hearing.turn_scorer import TurnScoring
+from pipeline.hearing.vad import VADAnalyzer, VADParams
 from pipeline.services.stt import STTService, Transcript
-from pipeline.smart_turn import SmartTurnModel
-from pipeline.transcriber import Transcriber
-from pipeline.turn_scorer import TurnScoring
 from pipeline.turns import UserTurnParams, UserTurns
-from pipeline.vad import VADAnalyzer, VADParams
 from testkit.turn_clips import RATE, TurnClip
 
 FRAME = 320  # 20 ms at 16 kHz

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Protocol
 
-from pipeline.frames import Event
+from pipeline.events import Event
 
 # A script item is an event to handle, or a number: the time to advance the clock to.
 Step = Event | float

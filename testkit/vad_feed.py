@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     Event,
     SpeechFalseStart,
     SpeechOnset,
 )
-from pipeline.silero import SAMPLE_RATE
-from pipeline.vad import VADAnalyzer
+from pipeline.hearing.silero import SAMPLE_RATE
+from pipeline.hearing.vad import VADAnalyzer
 
 FRAME = 320  # 20 ms
 

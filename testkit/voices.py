@@ -14,7 +14,7 @@ from functools import cache
 
 import numpy as np
 
-from pipeline.resampling import resample
+from pipeline.audio.resampling import resample
 from pipeline.services.embedded import HIBARI
 from pipeline.services.local_tts import normalise
 

@@ -1,7 +1,7 @@
-"""pipeline/agent.py, pipeline/call_context.py and pipeline/call_tools.py: an agent's tools
-as the LLM sees them, run by the real tool runner (async on the loop, plain ``def`` in a
-thread, the call's context given to those that ask), its hooks, handoffs, and the setting
-defaults it gives."""
+"""pipeline/tools/agent.py, pipeline/tools/call_context.py and pipeline/tools/call_tools.py: an
+agent's tools as the LLM sees them, run by the real tool runner (async on the loop, plain
+``def`` in a thread, the call's context given to those that ask), its hooks, handoffs, and
+the setting defaults it gives."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.agent import Agent, call_user_function, handoff_target
-from pipeline.call_context import CallContext
-from pipeline.call_tools import CallTools
-from pipeline.frames import FunctionCall, FunctionCallResult, FunctionCallsStarted
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolRegistry, ToolSpec
+from pipeline.events import FunctionCall, FunctionCallResult, FunctionCallsStarted
+from pipeline.tools.agent import Agent, call_user_function, handoff_target
+from pipeline.tools.call_context import CallContext
+from pipeline.tools.call_tools import CallTools
+from pipeline.tools.registry import ToolRegistry, ToolSpec
+from pipeline.tools.runner import ToolRunner
 
 
 class Controls:
@@ -253,7 +253,7 @@ def test_a_return_value_json_has_no_type_for_still_reaches_the_llm() -> None:
 
     from pydantic import BaseModel
 
-    from pipeline.async_tools import encode_result
+    from pipeline.tools.async_protocol import encode_result
 
     class Order(BaseModel):
         order_id: str

@@ -55,7 +55,9 @@ def test_a_module_and_an_attribute_load_too(
 
 def test_a_file_may_import_the_files_beside_it(tmp_path: Path) -> None:
     write(
-        tmp_path, "returns_desk.py", "from pipeline.agent import Agent\nreturns = Agent(name='r')\n"
+        tmp_path,
+        "returns_desk.py",
+        "from pipeline.agent import Agent\nreturns = Agent(name='r')\n",
     )
     path = write(tmp_path, "front.py", MINIMAL + "\nfrom returns_desk import returns\n")
     load_agent(str(path))

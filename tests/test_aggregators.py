@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from pipeline import async_tools
 from pipeline.aggregators import AssistantAggregator, UserAggregator
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.context.summarizer import ContextSummarizer, SummarizerConfig
+from pipeline.events import (
     AssistantThought,
     AssistantTranscript,
     AssistantTurnStarted,
@@ -39,7 +39,7 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.messages import AssistantMessage
-from pipeline.summarizer import ContextSummarizer, SummarizerConfig
+from pipeline.tools import async_protocol as async_tools
 
 
 class Bench:

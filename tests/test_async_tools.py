@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import async_tools
-from pipeline.async_tools import AsyncToolPayload
+from pipeline.context.openai_messages import to_openai
 from pipeline.messages import (
     AssistantMessage,
     CustomMessage,
@@ -17,7 +16,8 @@ from pipeline.messages import (
     ToolMessage,
     UserMessage,
 )
-from pipeline.openai_messages import to_openai
+from pipeline.tools import async_protocol as async_tools
+from pipeline.tools.async_protocol import AsyncToolPayload
 
 STARTED_TEXT = (
     "An asynchronous task associated with this tool_call_id has started running. "

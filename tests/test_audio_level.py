@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.audio_level import (
+from pipeline.audio.levels import (
     INT16_FULL_SCALE,
     amplitude,
     block_dbfs,

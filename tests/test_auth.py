@@ -9,7 +9,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from server.api import auth
+from server.guards import auth
 from server.settings import Settings
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     BotPaused,
     BotResumed,
     BotStartedSpeaking,

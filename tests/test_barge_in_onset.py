@@ -1,10 +1,10 @@
-"""The bot paused at the VAD's onset (``pipeline/barge_in.py``): held until the VAD
+"""The bot paused at the VAD's onset (``pipeline/interruptions/barge_in.py``): held until the VAD
 confirms the speech (then judged as before) or drops it (then resumed at once)."""
 
 from __future__ import annotations
 
-from pipeline.barge_in import ONSET_HOLD_LIMIT, BargeIn, OnsetPause
-from pipeline.frames import BotPaused, BotResumed, Event, SpeechStopped, Transcription
+from pipeline.events import BotPaused, BotResumed, Event, SpeechStopped, Transcription
+from pipeline.interruptions.barge_in import ONSET_HOLD_LIMIT, BargeIn, OnsetPause
 
 
 class Output:

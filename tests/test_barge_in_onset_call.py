@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     BotPaused,
     BotResumed,
     BotStartedSpeaking,
@@ -26,8 +26,8 @@ from pipeline.frames import (
     Transcription,
     UserTurnDiscarded,
 )
+from pipeline.hearing.vad import VADAnalyzer
 from pipeline.turns.mute_names import mute_strategies
-from pipeline.vad import VADAnalyzer
 from testkit.conversation_call import Call
 from testkit.openai_stub import OpenAIStub
 from testkit.speech import espeak

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pipeline.bot_turn import MAX_TOOL_ROUNDS, BotTurn, tool_rounds
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
+from pipeline.reply.bot_turn import MAX_TOOL_ROUNDS, BotTurn, tool_rounds
 from pipeline.services.llm import LLMChunk, TextDelta
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from server.api import client_json
+from server.guards import client_json
 
 
 @pytest.mark.parametrize("text", ["NaN", '{"a": Infinity}', "[-Infinity]"])

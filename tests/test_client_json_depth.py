@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from server.api import client_json
+from server.guards import client_json
 from server.ops.logs import configure_logging
 from server.rtvi import protocol
 from server.rtvi.handler import ClientMessages, RTVIHandler

@@ -8,9 +8,8 @@ import json
 import pytest
 
 from pipeline.aggregators import AssistantAggregator
-from pipeline.client_tools import ClientToolCalls, ClientToolError
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import (
     Emitter,
     Event,
     FunctionCall,
@@ -22,8 +21,9 @@ from pipeline.frames import (
     LLMRunRequested,
     ServiceError,
 )
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolRegistry, ToolSpec
+from pipeline.tools.client import ClientToolCalls, ClientToolError
+from pipeline.tools.registry import ToolRegistry, ToolSpec
+from pipeline.tools.runner import ToolRunner
 
 LOCATION = ToolSpec(
     name="get_location",

@@ -122,9 +122,9 @@ def test_unreadable_calls_become_calls_that_fail(text: str, reason: str) -> None
 async def test_an_invalid_call_gets_an_error_result_from_the_runner() -> None:
     import asyncio
 
-    from pipeline.builtin_tools import default_registry
-    from pipeline.frames import FunctionCall, FunctionCallResult, FunctionCallsStarted
-    from pipeline.tool_runner import ToolRunner
+    from pipeline.events import FunctionCall, FunctionCallResult, FunctionCallsStarted
+    from pipeline.tools.builtin import default_registry
+    from pipeline.tools.runner import ToolRunner
 
     [call] = parse_calls('{"name": "get_current_time", "arguments": "garbage"}')
     fed: list[object] = []

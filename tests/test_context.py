@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.context import TOOL_CANCELLED, TOOL_IN_PROGRESS, LLMContext, estimate_tokens
+from pipeline.context.llm_context import (
+    TOOL_CANCELLED,
+    TOOL_IN_PROGRESS,
+    LLMContext,
+    estimate_tokens,
+)
 from pipeline.messages import (
     AssistantMessage,
     AudioContent,

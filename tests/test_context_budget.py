@@ -7,14 +7,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pipeline.context import LLMContext
-from pipeline.context_budget import (
+from pipeline.context.budget import (
     ContextBudget,
     ContextBudgetParams,
     history_tokens,
     trim_to_budget,
 )
-from pipeline.frames import Event, SummaryAppliedEvent
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import Event, SummaryAppliedEvent
 from pipeline.messages import (
     AssistantMessage,
     CompactionSummaryMessage,

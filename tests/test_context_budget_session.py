@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.context import LLMContext, estimate_tokens
+from pipeline.context.llm_context import LLMContext, estimate_tokens
 from pipeline.messages import SystemMessage
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient

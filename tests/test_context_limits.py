@@ -17,16 +17,16 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.context import LLMContext
-from pipeline.context_budget import (
+from pipeline.context.budget import (
     CUT_MARK,
     ContextBudget,
     ContextBudgetParams,
     history_tokens,
     trim_to_budget,
 )
+from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.frames import AssistantTranscript, UserTranscript
+from pipeline.events import AssistantTranscript, UserTranscript
 from pipeline.messages import AssistantMessage, SystemMessage, UserMessage
 from pipeline.services.llm import FixedText
 from server.rtvi import server_messages

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
+from pipeline.context.summarizer import ContextSummarizer, SummarizerConfig
 from pipeline.conversation import Conversation
-from pipeline.frames import (
+from pipeline.events import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
     Event,
@@ -29,9 +30,8 @@ from pipeline.frames import (
     Transcription,
 )
 from pipeline.messages import AssistantMessage
+from pipeline.reply.turn_completion import TurnCompletionConfig
 from pipeline.services.llm import LLMChunk, TextDelta
-from pipeline.summarizer import ContextSummarizer, SummarizerConfig
-from pipeline.turn_completion import TurnCompletionConfig
 from server.media.outbound_track import PacedAudioTrack
 from testkit.conversation_call import Running
 

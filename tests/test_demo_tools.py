@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pipeline.builtin_tools import default_registry
+from pipeline.tools.builtin import default_registry
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess

@@ -1,5 +1,5 @@
 """Every stretch of the user's speech that makes no turn is reported once, with its reason:
-the ledger (pipeline/discards.py) over scripted events, and the barge-in decider's
+the ledger (pipeline/hearing/discards.py) over scripted events, and the barge-in decider's
 reasons for letting the bot go on."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from datetime import datetime
 
 import pytest
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.discards import REASONS, SpeechLedger
-from pipeline.frames import (
+from pipeline.events import (
     Emitter,
     ServiceError,
     SpeechStarted,
@@ -23,7 +22,8 @@ from pipeline.frames import (
     UserTurnDiscarded,
     UserTurnStarted,
 )
-from pipeline.interruptions import InterruptionDecider, Verdict
+from pipeline.hearing.discards import REASONS, SpeechLedger
+from pipeline.interruptions.judge import InterruptionDecider, Verdict
 from pipeline.services.llm import FixedText
 from server.storage.memory import MemoryTranscriptStore
 from server.storage.recorder import SessionRecorder

@@ -1,6 +1,6 @@
 """Early words: the VAD's ``SpeechPausing``, the speculative STT pass and score it starts,
-and the prediction the adaptive rule makes from them (``pipeline/transcriber.py``,
-``pipeline/turn_scorer.py``, ``pipeline/turns/stop_adaptive.py``).
+and the prediction the adaptive rule makes from them (``pipeline/hearing/transcriber.py``,
+``pipeline/hearing/turn_scorer.py``, ``pipeline/turns/stop_adaptive.py``).
 
 The VAD runs on real espeak speech; the STT is the OpenAI-compatible client talking to
 the stub over a real socket, its text the length of the audio it was sent, so a test can
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from pipeline.aggregators.user import UserAggregator
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import (
     Event,
     SpeechPausing,
     SpeechStarted,
@@ -28,12 +28,12 @@ from pipeline.frames import (
     TurnEndScore,
     UserTurnStopped,
 )
-from pipeline.preemptive import PreemptiveReplies
+from pipeline.hearing.transcriber import Transcriber
+from pipeline.hearing.vad import VADAnalyzer, VADParams
+from pipeline.reply.preemptive import PreemptiveReplies
 from pipeline.services.openai_stt import OpenAISTT
-from pipeline.transcriber import Transcriber
 from pipeline.turns import UserTurnController, VADTurnStart
 from pipeline.turns.stop_adaptive import AdaptiveStopParams, AdaptiveTurnStop
-from pipeline.vad import VADAnalyzer, VADParams
 from testkit.openai_stub import OpenAIStub
 from testkit.speech import espeak, timeline
 from testkit.turn_script import play, rounded
@@ -136,7 +136,7 @@ def kinds_at(events: list[Event], kind: type) -> list[float]:
 
 
 def test_a_clear_question_is_foreseen_at_the_pause_and_ends_at_the_stop() -> None:
-    from pipeline.frames import UserTurnEndPredicted
+    from pipeline.events import UserTurnEndPredicted
 
     early = [
         SpeechStarted(0.0), 1.1, SpeechPausing(1.0),
@@ -151,7 +151,7 @@ def test_a_clear_question_is_foreseen_at_the_pause_and_ends_at_the_stop() -> Non
 
 
 def test_a_question_is_foreseen_on_its_words_before_the_model_answers() -> None:
-    from pipeline.frames import UserTurnEndPredicted
+    from pipeline.events import UserTurnEndPredicted
 
     script = [
         SpeechStarted(0.0), 1.1, SpeechPausing(1.0),
@@ -164,7 +164,7 @@ def test_a_question_is_foreseen_on_its_words_before_the_model_answers() -> None:
 
 
 def test_an_unsure_model_or_a_statement_foresees_nothing_early() -> None:
-    from pipeline.frames import UserTurnEndPredicted
+    from pipeline.events import UserTurnEndPredicted
 
     for p, words in ((0.5, QUESTION), (0.97, "I lost my card yesterday.")):
         script = [

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from pywebrtc_audio import EchoCanceller as AEC3
 
-from pipeline.echo import MAX_DELAY, RESIDUE_GAIN, EchoCanceller, EchoPath, EchoPathDetector
-from pipeline.frames import SpeechStarted, SpeechStopped
-from pipeline.vad import VADAnalyzer, VADParams
+from pipeline.audio.echo import MAX_DELAY, RESIDUE_GAIN, EchoCanceller, EchoPath, EchoPathDetector
+from pipeline.events import SpeechStarted, SpeechStopped
+from pipeline.hearing.vad import VADAnalyzer, VADParams
 from testkit.turn_clips import RATE, render
 
 FRAME = 320

@@ -19,11 +19,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from pipeline.frames import Event, FunctionCall, FunctionCallResult, FunctionCallsStarted
-from pipeline.tool_runner import ToolRunner
-from pipeline.tool_sources.config import HTTPToolConfig
-from pipeline.tool_sources.http import MAX_BODY_BYTES, HTTPTools
-from pipeline.tools import ToolRegistry
+from pipeline.events import Event, FunctionCall, FunctionCallResult, FunctionCallsStarted
+from pipeline.tools.registry import ToolRegistry
+from pipeline.tools.runner import ToolRunner
+from pipeline.tools.sources.config import HTTPToolConfig
+from pipeline.tools.sources.http import MAX_BODY_BYTES, HTTPTools
 
 SECRET = "s3cret-shop-token-42"
 WEATHER_SCHEMA = {

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.frames import AppMessage, BotStoppedSpeaking, UserIdle, UserTranscript
-from pipeline.idle_check_ins import END_REASON, IdleCheckInParams, IdleCheckIns
+from pipeline.events import AppMessage, BotStoppedSpeaking, UserIdle, UserTranscript
+from pipeline.turns.idle_check_ins import END_REASON, IdleCheckInParams, IdleCheckIns
 
 PROMPT = "The user has been silent. Check in."
 

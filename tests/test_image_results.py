@@ -1,4 +1,4 @@
-"""Tools that return pictures (pipeline/image_results.py), with the real emitter, tool
+"""Tools that return pictures (pipeline/vision/image_results.py), with the real emitter, tool
 runner, assistant aggregator and context: the result stays JSON for everyone who reads
 it, and the picture follows the tool's result in the context before the LLM runs."""
 
@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from pipeline.aggregators import AssistantAggregator
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import (
     Emitter,
     Event,
     FunctionCall,
@@ -19,10 +19,10 @@ from pipeline.frames import (
     FunctionCallsStarted,
     LLMRunRequested,
 )
-from pipeline.image_results import ImageResult, ToolImages
 from pipeline.messages import ImageContent, UserMessage
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolRegistry
+from pipeline.tools.registry import ToolRegistry
+from pipeline.tools.runner import ToolRunner
+from pipeline.vision.image_results import ImageResult, ToolImages
 
 # The smallest valid PNG (1 x 1, transparent) and a JPEG's first bytes.
 PNG = bytes.fromhex(

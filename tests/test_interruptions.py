@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.frames import SpeechStarted, SpeechStopped, Transcription
-from pipeline.interruptions import (
+from pipeline.events import SpeechStarted, SpeechStopped, Transcription
+from pipeline.interruptions.judge import (
     InterruptionDecider,
     InterruptionParams,
     Verdict,

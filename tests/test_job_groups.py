@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from pipeline import async_tools
 from pipeline.aggregators import AssistantAggregator
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import (
     Emitter,
     Event,
     FunctionCall,
@@ -21,11 +20,12 @@ from pipeline.frames import (
     FunctionCallResult,
     FunctionCallsStarted,
 )
-from pipeline.job_groups import JobGroupError, JobGroups, worker_names
 from pipeline.messages import DeveloperMessage
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolCall, ToolRegistry, ToolSpec
-from pipeline.ui_protocol import UIJobGroupData
+from pipeline.tools import async_protocol as async_tools
+from pipeline.tools.registry import ToolCall, ToolRegistry, ToolSpec
+from pipeline.tools.runner import ToolRunner
+from pipeline.ui.job_groups import JobGroupError, JobGroups, worker_names
+from pipeline.ui.protocol import UIJobGroupData
 from testkit.openai_stub import ChatReply, OpenAIStub
 from testkit.openai_stub import ToolCall as StubToolCall
 from testkit.rtc_client import RTCTestClient

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 import pytest
 from loguru import logger
 
-from pipeline.frames import (
+from pipeline.events import (
     SpeechOnset,
     SpeechStarted,
     SpeechStopped,

@@ -105,3 +105,23 @@ def test_bench_scripts_run_from_anywhere(script: str, tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert "usage" in run.stdout
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: ``server.api``, ``pipeline.hearing``; a module at the
+    top of ``pipeline`` (the orchestrator, the agent) counts as one of its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, deps in import_graph().items():
+        deps_of = graph.setdefault(package_of(module), set())
+        deps_of.update(package_of(d) for d in deps if package_of(d) != package_of(module))
+    return graph
+
+
+def test_no_package_cycles() -> None:
+    """Layers, not only modules: no package imports one that imports it back."""
+    assert cycles(package_graph()) == []

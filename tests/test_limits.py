@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from server.api.rate_limit import KeyedRateLimiter, TokenBucket
+from server.guards.rate_limit import KeyedRateLimiter, TokenBucket
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 

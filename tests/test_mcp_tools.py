@@ -13,25 +13,25 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from pipeline.builtin_tools import default_registry
-from pipeline.frames import (
+from pipeline.events import (
     Event,
     FunctionCall,
     FunctionCallCancelled,
     FunctionCallResult,
     FunctionCallsStarted,
 )
-from pipeline.tool_runner import ToolRunner
-from pipeline.tool_sources.config import MCPServerConfig
-from pipeline.tool_sources.mcp import MCPTools
-from pipeline.tool_sources.mcp_results import (
+from pipeline.tools.builtin import default_registry
+from pipeline.tools.registry import ToolRegistry
+from pipeline.tools.runner import ToolRunner
+from pipeline.tools.sources.config import MCPServerConfig
+from pipeline.tools.sources.mcp import MCPTools
+from pipeline.tools.sources.mcp_results import (
     MissingVariableError,
     expand_headers,
     object_schema,
     result_for_llm,
     tool_name,
 )
-from pipeline.tools import ToolRegistry
 from testkit.mcp_server import HTTPServerProcess
 from testkit.server_process import free_port
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.context.openai_messages import from_openai, to_openai
 from pipeline.messages import (
     AssistantMessage,
     AudioContent,
@@ -28,7 +29,6 @@ from pipeline.messages import (
     UsageCost,
     UserMessage,
 )
-from pipeline.openai_messages import from_openai, to_openai
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 16

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.frames import Metric
+from pipeline.events import Metric
 from pipeline.messages import Usage
 from pipeline.metrics import Prices, SessionMetrics, priced, rtvi_metrics
 

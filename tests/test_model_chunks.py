@@ -11,8 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.model_chunks import CHUNKED_MODELS, WHISPER_BASE, ChunkedModel, main, numbered_parts
-from pipeline.model_files import ModelFileError, ModelPackage
+from pipeline.services.model_chunks import (
+    CHUNKED_MODELS,
+    WHISPER_BASE,
+    ChunkedModel,
+    main,
+    numbered_parts,
+)
+from pipeline.services.model_files import ModelFileError, ModelPackage
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNKS = [bytes([n]) * 1000 for n in range(1, 4)]

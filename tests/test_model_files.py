@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.model_files import ModelFileError, ModelPackage
+from pipeline.services.model_files import ModelFileError, ModelPackage
 
 WEIGHTS = b"weights" * 100
 

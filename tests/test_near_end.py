@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.echo_envelopes import BLOCK, History
-from pipeline.near_end import NearEndGate
+from pipeline.audio.echo_envelopes import BLOCK, History
+from pipeline.audio.near_end import NearEndGate
 from testkit.turn_clips import RATE, render
 
 FRAME = 320

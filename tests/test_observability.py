@@ -19,8 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.api.app import create_app
-from server.ops.loop_lag import LoopLagMonitor
 from server.ops.metrics import CONTENT_TYPE
+from server.process.loop_lag import LoopLagMonitor
 from server.settings import Settings
 from testkit.exposition import Scrape, parse
 from testkit.openai_stub import Fault, OpenAIStub

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from server.api.auth import exposure_warning, is_loopback
+from server.guards.auth import exposure_warning, is_loopback
 from server.settings import Settings
 from testkit.server_process import ServerProcess
 

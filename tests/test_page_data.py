@@ -8,13 +8,13 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
+from pipeline.context.page_data import PageDataMessage, clean, page_data
 from pipeline.conversation import Conversation
 from pipeline.messages import SystemMessage, UserMessage
-from pipeline.page_data import PageDataMessage, clean, page_data
-from pipeline.turn_merge import take_back_turn
-from pipeline.ui_protocol import A11ySnapshot, UIEventData, UISnapshotData
-from pipeline.ui_state import UIState
+from pipeline.turns.merge import take_back_turn
+from pipeline.ui.protocol import A11ySnapshot, UIEventData, UISnapshotData
+from pipeline.ui.state import UIState
 from server.rtvi.ui_worker import UIWorker
 from server.settings import Settings
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.frames import Event, LLMResponseStarted, LLMText, PreemptiveReplyEnded
-from pipeline.preemptive import HeldOutput, HeldReply, PreemptiveReplies
+from pipeline.events import Event, LLMResponseStarted, LLMText, PreemptiveReplyEnded
+from pipeline.reply.preemptive import HeldOutput, HeldReply, PreemptiveReplies
 
 MESSAGES = [{"role": "user", "content": "What time is it?"}]
 

@@ -19,10 +19,10 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from server.media.outbound_track import PacedAudioTrack
 from server.media.peer_connection import create_peer_connection, release_peer_connection
-from server.ops.heap import release_memory
 from server.ops.metrics import ServerMetrics
-from server.ops.proc import ProcReader
-from server.ops.process_stats import process_stats
+from server.process.heap import release_memory
+from server.process.proc import ProcReader
+from server.process.stats import process_stats
 from testkit import rtc_client
 from testkit.exposition import parse
 from testkit.server_process import ServerProcess, metric

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     BotResponseEnded,
     BotStoppedSpeaking,
     Emitter,

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from pipeline.aggregators import AssistantAggregator
-from pipeline.bot_turn import BotTurn
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
+from pipeline.context.openai_messages import from_openai, to_openai
 from pipeline.conversation import Conversation
-from pipeline.frames import (
+from pipeline.events import (
     AssistantTranscript,
     BotResponseEnded,
     BotText,
@@ -37,10 +37,10 @@ from pipeline.messages import (
     ToolResultContent,
     Usage,
 )
-from pipeline.openai_messages import from_openai, to_openai
+from pipeline.reply.bot_turn import BotTurn
 from pipeline.services.llm import LLMChunk, LLMStream, TextDelta, UsageReport
 from pipeline.services.openai_llm import OpenAILLM
-from pipeline.ui_protocol import UICommandData, UIJobCompletedData, UIJobGroupStartedData
+from pipeline.ui.protocol import UICommandData, UIJobCompletedData, UIJobGroupStartedData
 from server.rtvi import protocol, server_messages
 from testkit.openai_stub import (
     ChatReply,

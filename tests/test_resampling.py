@@ -5,7 +5,7 @@ from __future__ import annotations
 import av
 import numpy as np
 
-from pipeline.resampling import Decimator, StreamResampler, resample
+from pipeline.audio.resampling import Decimator, StreamResampler, resample
 
 
 def tone(freq: float, rate: int, seconds: float = 1.0, peak: float = 10000) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from pipeline.tools import ToolSpec
+from pipeline.tools.registry import ToolSpec
 from server.api.app import create_app
 from server.rtvi.handler import RTVISession
 from server.settings import Settings

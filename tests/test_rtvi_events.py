@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     AppMessage,
     BotStartedSpeaking,
     BotStoppedSpeaking,
@@ -32,7 +32,7 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
-from pipeline.tools import ToolRegistry, ToolSpec
+from pipeline.tools.registry import ToolRegistry, ToolSpec
 from server.rtvi import server_messages
 from server.rtvi.events import FunctionCallReporting, RTVIEvents
 

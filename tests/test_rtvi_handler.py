@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.client_tools import ClientToolError
+from pipeline.tools.client import ClientToolError
 from server.rtvi import server_messages
 from server.rtvi.handler import ClientMessages, RTVIHandler, RTVISession
 from server.rtvi.protocol import ClientReadyData, FunctionCallResultData, SendTextData

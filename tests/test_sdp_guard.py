@@ -1,5 +1,5 @@
 """The SDP and candidate checks on their own (server/media/sdp_guard.py), the keys a client is
-counted under (server/api/rate_limit.py), and the aiortc behaviour they stand in front of:
+counted under (server/guards/rate_limit.py), and the aiortc behaviour they stand in front of:
 if aiortc changes how it splits lines or parses candidates, a test here fails."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from aiortc.sdp import SessionDescription, grouplines
 
-from server.api.rate_limit import KeyedRateLimiter, client_keys
+from server.guards.rate_limit import KeyedRateLimiter, client_keys
 from server.media.sdp_guard import (
     CandidatePolicy,
     SdpRefused,

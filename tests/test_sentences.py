@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.sentences import SentenceAggregator
+from pipeline.reply.sentences import SentenceAggregator
 
 
 def split(text: str, step: int = 3) -> list[str]:

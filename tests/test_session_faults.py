@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from pipeline.frames import BotStartedSpeaking, Emitter, Event
+from pipeline.events import BotStartedSpeaking, Emitter, Event
 from server.session.faults import LOG_INTERVAL, SessionFaults
 from testkit.app_server import AppServer, serve_app
 from testkit.openai_stub import OpenAIStub

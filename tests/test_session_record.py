@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.frames import (
+from pipeline.events import (
     AssistantTranscript,
     FunctionCall,
     FunctionCallCancelled,

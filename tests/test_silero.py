@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline.model_files import ModelFileError
-from pipeline.silero import MODEL_BYTES, SileroModel, find_silero_model
+from pipeline.hearing.silero import MODEL_BYTES, SileroModel, find_silero_model
+from pipeline.services.model_files import ModelFileError
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,8 @@ def model() -> SileroModel:
 def test_model_file_found_without_importing_silero_package() -> None:
     # In a fresh interpreter: silero_vad's __init__ imports torch, which is not installed.
     code = (
-        "import sys; from pipeline.silero import find_silero_model; p = find_silero_model(); "
+        "import sys; from pipeline.hearing.silero import find_silero_model; "
+        "p = find_silero_model(); "
         "assert 'silero_vad' not in sys.modules and 'torch' not in sys.modules; print(p)"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.model_files import ModelFileError
-from pipeline.smart_turn import (
+from pipeline.hearing.smart_turn import (
     MODEL_BYTES,
     MODEL_PATH,
     WINDOW,
     SmartTurnModel,
     find_smart_turn_model,
 )
+from pipeline.services.model_files import ModelFileError
 from testkit.turn_clips import RATE, render
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     BotStartedSpeaking,
     Event,
     SpeechFalseStart,

@@ -6,8 +6,13 @@ from typing import Any
 
 import pytest
 
-from pipeline import async_tools
-from pipeline.context import TOOL_IN_PROGRESS, LLMContext
+from pipeline.context.llm_context import TOOL_IN_PROGRESS, LLMContext
+from pipeline.context.summarizer import (
+    DEFAULT_SUMMARIZATION_PROMPT,
+    ContextSummarizer,
+    StaleSummaryError,
+    SummarizerConfig,
+)
 from pipeline.messages import (
     AssistantMessage,
     CompactionSummaryMessage,
@@ -21,12 +26,7 @@ from pipeline.messages import (
     ToolResultContent,
     UserMessage,
 )
-from pipeline.summarizer import (
-    DEFAULT_SUMMARIZATION_PROMPT,
-    ContextSummarizer,
-    StaleSummaryError,
-    SummarizerConfig,
-)
+from pipeline.tools import async_protocol as async_tools
 
 SYSTEM = SystemMessage("You are Parley.")
 

@@ -9,11 +9,9 @@ from typing import Any
 
 import pytest
 
-from pipeline import async_tools
 from pipeline.aggregators import AssistantAggregator
-from pipeline.builtin_tools import default_registry
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import (
     AppMessage,
     Emitter,
     Event,
@@ -25,8 +23,10 @@ from pipeline.frames import (
     Interruption,
     LLMRunRequested,
 )
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolCall, ToolRegistry, ToolSpec
+from pipeline.tools import async_protocol as async_tools
+from pipeline.tools.builtin import default_registry
+from pipeline.tools.registry import ToolCall, ToolRegistry, ToolSpec
+from pipeline.tools.runner import ToolRunner
 
 
 class Bench:

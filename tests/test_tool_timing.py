@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from pipeline import async_tools
-from pipeline.frames import BotStartedSpeaking, BotStoppedSpeaking, Event, FunctionCallsStarted
+from pipeline.events import BotStartedSpeaking, BotStoppedSpeaking, Event, FunctionCallsStarted
 from pipeline.messages import AssistantMessage
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolCall, ToolRegistry
+from pipeline.tools import async_protocol as async_tools
+from pipeline.tools.registry import ToolCall, ToolRegistry
+from pipeline.tools.runner import ToolRunner
 from testkit.conversation_call import Call
 from testkit.openai_stub import TTS_RATE, ChatReply, OpenAIStub
 from testkit.openai_stub import ToolCall as ScriptedCall

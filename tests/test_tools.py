@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from pipeline.builtin_tools import default_registry, get_current_time
-from pipeline.tools import (
+from pipeline.tools.builtin import default_registry, get_current_time
+from pipeline.tools.registry import (
     ToolArgumentsError,
     ToolCall,
     ToolRegistry,

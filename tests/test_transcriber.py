@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     Event,
     SpeechFalseStart,
     SpeechOnset,
@@ -27,12 +27,12 @@ from pipeline.frames import (
     SpeechStopped,
     Transcription,
 )
-from pipeline.model_files import ModelFileError
+from pipeline.hearing.transcriber import Transcriber
+from pipeline.hearing.vad import VADAnalyzer
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.local_stt import SHORT_WINDOW_DECODING, LocalSTT
+from pipeline.services.model_files import ModelFileError
 from pipeline.services.stt import Transcript
-from pipeline.transcriber import Transcriber
-from pipeline.vad import VADAnalyzer
 from testkit.speech import espeak, timeline
 from testkit.vad_feed import frames
 

@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator, Callable
 import numpy as np
 import pytest
 
-from pipeline.bot_turn import BotTurn
-from pipeline.frames import BotResponseEnded, BotStartedSpeaking, BotStoppedSpeaking, Event
+from pipeline.events import BotResponseEnded, BotStartedSpeaking, BotStoppedSpeaking, Event
 from pipeline.messages import AssistantMessage
-from pipeline.playout_pacing import PlayoutPacer
-from pipeline.preemptive import HeldReply
+from pipeline.reply.bot_turn import BotTurn
+from pipeline.reply.playout_pacing import PlayoutPacer
+from pipeline.reply.preemptive import HeldReply
 from server.media.outbound_track import OUT_RATE
 from server.settings import Settings
 from testkit.conversation_call import Call

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.turn_completion import (
+from pipeline.reply.turn_completion import (
     TurnCompletionConfig,
     TurnCompletionFilter,
     Verdict,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.turn_completion import COMPLETE, INCOMPLETE_SHORT, MARKERS
+from pipeline.reply.turn_completion import COMPLETE, INCOMPLETE_SHORT, MARKERS
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient, checked_client
 from testkit.server_process import ServerProcess

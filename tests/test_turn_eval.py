@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
+from pipeline.hearing.smart_turn import SmartTurnModel
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.local_stt import LocalSTT
-from pipeline.smart_turn import SmartTurnModel
 from pipeline.turns import UserTurnParams
 from pipeline.turns.text_cues import Ending, ending
 from testkit.turn_clips import VOICES, complete_clip, eval_set, paused_clip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline.frames import (
+from pipeline.events import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
     Event,

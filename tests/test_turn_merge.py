@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
 from pipeline.messages import AssistantMessage, TextContent
-from pipeline.turn_merge import take_back_turn
+from pipeline.turns.merge import take_back_turn
 
 
 def conversation() -> tuple[LLMContext, object]:

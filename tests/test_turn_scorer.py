@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     Event,
     SpeechStarted,
     SpeechStopped,
@@ -16,9 +16,9 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
+from pipeline.hearing.smart_turn import WINDOW, SmartTurnModel
+from pipeline.hearing.turn_scorer import PRE_ROLL_SECONDS, TurnScorer, TurnScoring
 from pipeline.services.workers import PoolSaturated
-from pipeline.smart_turn import WINDOW, SmartTurnModel
-from pipeline.turn_scorer import PRE_ROLL_SECONDS, TurnScorer, TurnScoring
 from testkit.turn_clips import RATE, render
 
 FRAME = 320

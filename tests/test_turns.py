@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     AudioIdle,
     BotStartedSpeaking,
     BotStoppedSpeaking,
@@ -316,7 +316,7 @@ def test_audio_idle_mid_speech_lets_the_turn_stop() -> None:
 
 
 def test_audio_idle_followed_by_the_vads_own_stop_counts_once() -> None:
-    # pipeline.vad reports AudioIdle(now) then SpeechStopped(speech end).
+    # pipeline.hearing.vad reports AudioIdle(now) then SpeechStopped(speech end).
     script = [SpeechStarted(0.0), text("book a table", 1.5), AudioIdle(2.0), SpeechStopped(1.4)]
     assert run([*script, 10.0])[1:] == [UserTurnStopped(t=2.6, strategy="speech_timeout")]
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.frames import Event, UserTurnMerged
+from pipeline.events import Event, UserTurnMerged
 from pipeline.messages import SystemMessage, UserMessage
 from pipeline.services.llm import LLMChunk, TextDelta
-from pipeline.turn_merge import TypedTextRefused, TypedTurnParams, TypedTurns
+from pipeline.turns.merge import TypedTextRefused, TypedTurnParams, TypedTurns
 from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess

@@ -16,19 +16,19 @@ from fastapi import FastAPI
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
 from pipeline.messages import UserMessage
-from pipeline.tools import ToolRegistry, ToolSpec
-from pipeline.ui_protocol import (
+from pipeline.tools.registry import ToolRegistry, ToolSpec
+from pipeline.ui.protocol import (
     A11ySnapshot,
     Toast,
     UICancelJobGroupData,
     UIEventData,
     UISnapshotData,
 )
-from pipeline.ui_state import UIState
-from pipeline.ui_tools import UI_TOOL_NAMES, ui_tools
+from pipeline.ui.state import UIState
+from pipeline.ui.tools import UI_TOOL_NAMES, ui_tools
 from server.api.app import create_app
 from server.rtvi import protocol
 from server.rtvi.protocol import RTVIError
@@ -508,7 +508,7 @@ async def test_bad_ui_messages_get_error_responses_and_the_session_goes_on(
             answer = await client.wait_for(lambda m, i=msg_id: m.get("id") == i)
             assert answer["type"] == "error-response", answer
             assert answer["data"]["error"], answer
-        # JSON nested too deeply to decode: refused before parsing (server/api/client_json.py).
+        # JSON nested too deeply to decode: refused before parsing (server/guards/client_json.py).
         root = '{"ref": "leaf", "role": "button"}'
         for _ in range(600):
             root = '{"ref": "n", "role": "group", "children": [' + root + "]}"

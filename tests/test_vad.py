@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from pipeline.frames import (
+from pipeline.events import (
     AudioIdle,
     Event,
     SpeechFalseStart,
@@ -19,8 +19,8 @@ from pipeline.frames import (
     SpeechStarted,
     SpeechStopped,
 )
-from pipeline.silero import SAMPLE_RATE, SileroModel, find_silero_model
-from pipeline.vad import VADAnalyzer, VADBatch, VADParams, VADState, window_volume
+from pipeline.hearing.silero import SAMPLE_RATE, SileroModel, find_silero_model
+from pipeline.hearing.vad import VADAnalyzer, VADBatch, VADParams, VADState, window_volume
 from testkit.speech import SENTENCE_A, SENTENCE_B, at_level, espeak, pink, timeline
 from testkit.vad_feed import FRAME, assert_same_events, frames, kinds, run
 

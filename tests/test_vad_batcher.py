@@ -13,10 +13,10 @@ import threading
 import numpy as np
 import pytest
 
-from pipeline.frames import Event, SpeechOnset, SpeechStarted, SpeechStopped
-from pipeline.silero import SAMPLE_RATE, SileroModel
-from pipeline.vad import VADAnalyzer
-from pipeline.vad_batcher import VADBatcher
+from pipeline.events import Event, SpeechOnset, SpeechStarted, SpeechStopped
+from pipeline.hearing.silero import SAMPLE_RATE, SileroModel
+from pipeline.hearing.vad import VADAnalyzer
+from pipeline.hearing.vad_batcher import VADBatcher
 from testkit.speech import SENTENCE_A, SENTENCE_B, at_level, espeak, pink, timeline
 from testkit.vad_feed import assert_same_events, frames, kinds, run
 

@@ -1,13 +1,13 @@
-"""The image budget (pipeline/vision.py) and the vision settings."""
+"""The image budget (pipeline/vision/camera.py) and the vision settings."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
 from pipeline.messages import AssistantMessage, ImageContent, TextContent, UserMessage
-from pipeline.vision import keep_newest_images
+from pipeline.vision.camera import keep_newest_images
 from server.settings import Settings
 
 
@@ -59,7 +59,7 @@ def test_messages_keep_their_identity() -> None:
     context, _ = conversation()
     last = context.messages[-1]
     keep_newest_images(context, 1)
-    assert context.messages[-1] is last  # see pipeline.preemptive.foreseen
+    assert context.messages[-1] is last  # see pipeline.reply.preemptive.foreseen
 
 
 def test_vision_needs_the_openai_compatible_llm(monkeypatch: pytest.MonkeyPatch) -> None:

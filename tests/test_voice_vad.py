@@ -12,9 +12,9 @@ import threading
 
 import numpy as np
 
-from pipeline.frames import Event, SpeechFalseStart, SpeechOnset, SpeechStarted, SpeechStopped
-from pipeline.silero import SileroModel
-from pipeline.vad import VADAnalyzer, VADParams
+from pipeline.events import Event, SpeechFalseStart, SpeechOnset, SpeechStarted, SpeechStopped
+from pipeline.hearing.silero import SileroModel
+from pipeline.hearing.vad import VADAnalyzer, VADParams
 from server.media.outbound_track import PacedAudioTrack
 from server.session.services import build_services
 from server.session.voice import VoiceSession

@@ -16,8 +16,7 @@ from loguru import logger
 from returns import returns_desk
 from shop import REPAIR_SLOTS, SHOP, end_call, find_order
 
-from pipeline.agent import Agent
-from pipeline.call_context import CallContext
+from pipeline.agent import Agent, CallContext
 
 Day = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
 

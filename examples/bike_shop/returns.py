@@ -7,8 +7,7 @@ from typing import Any
 
 from shop import SHOP, end_call, find_order
 
-from pipeline.agent import Agent
-from pipeline.call_context import CallContext
+from pipeline.agent import Agent, CallContext
 
 returns_desk = Agent(
     name="returns",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from pipeline.call_context import CallContext
+from pipeline.agent import CallContext
 
 SHOP = "Spoke & Chain Cycles"
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline.agent import Agent
-from pipeline.call_context import CallContext
-from pipeline.ui_protocol import Toast
+from pipeline.agent import Agent, CallContext
+from pipeline.ui.protocol import Toast
 
 ProductId = Literal["brompton", "kathmandu", "helmet"]
 Store = Literal["downtown", "riverside"]

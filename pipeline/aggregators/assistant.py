@@ -24,10 +24,10 @@ from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any, ClassVar
 
-from pipeline import async_tools
 from pipeline.aggregators.text import join_text, now_iso
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.context.summarizer import ContextSummarizer, StaleSummaryError, SummaryRequest
+from pipeline.events import (
     AssistantThought,
     AssistantTranscript,
     AssistantTurnStarted,
@@ -57,9 +57,9 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.messages import AssistantMessage, Message, TextContent, ThinkingContent, Usage
+from pipeline.reply.turn_completion import COMPLETE, strip_markers
 from pipeline.services.llm import LLMService, TextDelta
-from pipeline.summarizer import ContextSummarizer, StaleSummaryError, SummaryRequest
-from pipeline.turn_completion import COMPLETE, strip_markers
+from pipeline.tools import async_protocol as async_tools
 
 
 def _soon(callback: Callable[[], None]) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pipeline.aggregators.text import join_text, now_iso
-from pipeline.context import LLMContext
-from pipeline.frames import (
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import (
     Event,
     LLMRunRequested,
     Transcription,
@@ -24,7 +24,7 @@ class UserAggregator:
     for an answer (:class:`LLMRunRequested`).
 
     Only final text goes into the context; the latest interim transcription (the early
-    words of a pause, see :mod:`pipeline.transcriber`) is kept only for
+    words of a pause, see :mod:`pipeline.hearing.transcriber`) is kept only for
     :meth:`pending_message`, what a reply foreseen at that pause is made on. A turn
     that ends with no text still reports an empty :class:`UserTranscript` but adds
     nothing and asks for no answer.
@@ -83,7 +83,7 @@ class UserAggregator:
 
     def add_text(self, text: str, run_llm: bool = True) -> Message:
         """Text typed by the user (RTVI ``send-text``): a whole user turn at once (gathered
-        by :class:`pipeline.turn_merge.TypedTurns`). Returns the message it added; the
+        by :class:`pipeline.turns.merge.TypedTurns`). Returns the message it added; the
         :class:`UserTranscript` it reports is what holds the context to its budget."""
         message = self.last_message = self.context.add_message({"role": "user", "content": text})
         self._emit(UserTranscript(text, self._clock(), self._user_id))

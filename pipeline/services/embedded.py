@@ -2,14 +2,14 @@
 
 Which LLM and STT run is a choice (:mod:`pipeline.services.embedded_specs`): Qwen2.5-Coder
 1.5B (default) or 0.5B, or SmolLM2-135M; whisper base (default) or tiny.en. The better
-models come as chunks from anonymous publishers' packages (:mod:`pipeline.model_chunks`),
+models come as chunks from anonymous publishers' packages (:mod:`pipeline.services.model_chunks`),
 which a registry may drop: the first run must never break on that. So a choice whose
 parts are not installed is replaced by its fallback (SmolLM2-135M, whisper tiny.en) when
 the registry is built, with a WARNING naming the fix, and so is one whose joined file
 fails verification or loading when it loads. ``llm_spec`` / ``stt_spec`` say what is in
 use (read them each time: a load-time fallback changes them), ``fallback_reasons`` and
 :meth:`EmbeddedModels.status` say why. The small models and hibari ship whole, each a
-:class:`~pipeline.model_files.ModelPackage` found without importing it.
+:class:`~pipeline.services.model_files.ModelPackage` found without importing it.
 
 :class:`EmbeddedModels` holds one :class:`EmbeddedModel` per role (``stt``, ``llm``,
 ``tts``): the model object, loaded lazily on first use (or all at once with
@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 import numpy as np
 from loguru import logger
 
-from pipeline.model_files import ModelFileError
 from pipeline.services.embedded_specs import (
     DEFAULT_LLM,
     DEFAULT_STT,
@@ -48,6 +47,7 @@ from pipeline.services.embedded_specs import (
     llm_spec,
     stt_spec,
 )
+from pipeline.services.model_files import ModelFileError
 from pipeline.services.workers import WorkerPool
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ growing conversation). So a Qwen gets half the machine's cores (:data:`HALF_THE_
 at most 4): one thread on a 2-core box, where the rest of the call needs the other core,
 two on a 4-core laptop. SmolLM2-135M is memory-bound: one thread is as fast as two.
 
-Whole-package models are :class:`~pipeline.model_files.ModelPackage`; chunked ones are
-:class:`~pipeline.model_chunks.ChunkedModel`, joined into the model folder on first use.
+Whole-package models are :class:`~pipeline.services.model_files.ModelPackage`; chunked ones are
+:class:`~pipeline.services.model_chunks.ChunkedModel`, joined into the model folder on first use.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from pipeline.model_chunks import QWEN_0_5B, QWEN_1_5B, WHISPER_BASE, ChunkedModel
-from pipeline.model_files import ModelPackage
+from pipeline.services.model_chunks import QWEN_0_5B, QWEN_1_5B, WHISPER_BASE, ChunkedModel
+from pipeline.services.model_files import ModelPackage
 
 LLMName = Literal["qwen2.5-1.5b", "qwen2.5-0.5b", "smollm2-135m"]
 STTName = Literal["whisper-base", "whisper-tiny.en"]

@@ -1,7 +1,7 @@
 """Speech-to-text on the embedded whisper (faster-whisper's model, CTranslate2 int8).
 
 Whisper is not a streaming model: it reads a window of audio and decodes once. Each
-utterance is decoded after the VAD's stop (see :mod:`pipeline.transcriber`) by
+utterance is decoded after the VAD's stop (see :mod:`pipeline.hearing.transcriber`) by
 :class:`~pipeline.services.whisper_decoder.WhisperDecoder` over a window of the
 utterance's length plus a margin, at least 12 s (:data:`DEFAULT_DECODING`), rather than
 faster-whisper's ``transcribe``, which pads every input to 30 s: the encoder's cost grows
@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.audio_level import amplitude, block_mean_squares
-from pipeline.resampling import resample
+from pipeline.audio.levels import amplitude, block_mean_squares
+from pipeline.audio.resampling import resample
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.local_agreement import LocalAgreement
 from pipeline.services.stt import Transcript

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.audio_level import amplitude, block_mean_squares, mean_square
+from pipeline.audio.levels import amplitude, block_mean_squares, mean_square
 from pipeline.services.embedded import EmbeddedModels
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ replayable from a scripted timeline.
 
 from __future__ import annotations
 
-from pipeline.frames import Event
+from pipeline.events import Event
 
 
 def event_time(event: Event) -> float | None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pipeline.frames import (
+from pipeline.events import (
     AudioIdle,
     BotStartedSpeaking,
     BotStoppedSpeaking,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipeline.frames import (
+from pipeline.events import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
     Event,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
-from pipeline.frames import (
+from pipeline.events import (
     AudioIdle,
     Event,
     Interruption,

@@ -6,7 +6,7 @@ whatever the bot says first) cannot be interrupted.
 
 from __future__ import annotations
 
-from pipeline.frames import BotStartedSpeaking, BotStoppedSpeaking, Event
+from pipeline.events import BotStartedSpeaking, BotStoppedSpeaking, Event
 from pipeline.turns.mute import UserMuteStrategy
 
 

@@ -7,7 +7,7 @@ async tools) leaves its call running; Pipecat has no such results and counts any
 
 from __future__ import annotations
 
-from pipeline.frames import Event, FunctionCallCancelled, FunctionCallResult, FunctionCallsStarted
+from pipeline.events import Event, FunctionCallCancelled, FunctionCallResult, FunctionCallsStarted
 from pipeline.turns.mute import UserMuteStrategy
 
 

@@ -7,7 +7,7 @@ muted even before the bot starts, so the bot's opening always comes first, whole
 
 from __future__ import annotations
 
-from pipeline.frames import BotStoppedSpeaking, Event
+from pipeline.events import BotStoppedSpeaking, Event
 from pipeline.turns.mute import UserMuteStrategy
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.frames import BotStartedSpeaking, BotStoppedSpeaking, Event
+from pipeline.events import BotStartedSpeaking, BotStoppedSpeaking, Event
 from pipeline.turns.mute import UserMuteStrategy
 
 

@@ -9,7 +9,7 @@ the first word, when no VAD event came).
 
 from __future__ import annotations
 
-from pipeline.frames import (
+from pipeline.events import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
     Event,

@@ -7,7 +7,7 @@ VAD-started turn never reaches this.
 
 from __future__ import annotations
 
-from pipeline.frames import Event, Transcription
+from pipeline.events import Event, Transcription
 from pipeline.turns.strategy import TurnContext, UserTurnStartStrategy
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.frames import Event, SpeechStarted
+from pipeline.events import Event, SpeechStarted
 from pipeline.turns.strategy import TurnContext, UserTurnStartStrategy
 
 

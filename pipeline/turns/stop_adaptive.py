@@ -1,7 +1,7 @@
 """Stop the user's turn when audio, words and silence together say the user is done.
 
 At each pause (the VAD's ``SpeechStopped``) three cues come in: the end-of-turn model's
-probability that the turn is complete (:class:`~pipeline.frames.TurnEndScore`, from the
+probability that the turn is complete (:class:`~pipeline.events.TurnEndScore`, from the
 turn's audio), how the transcript ends (:mod:`pipeline.turns.text_cues`) and the silence
 so far. They set how long to wait, counted from the end of the speech:
 
@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline.frames import (
+from pipeline.events import (
     Event,
     SpeechFalseStart,
     SpeechOnset,

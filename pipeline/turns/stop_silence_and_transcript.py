@@ -8,7 +8,7 @@ final one means more text is on its way, so it waits for the next final.
 
 from __future__ import annotations
 
-from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
+from pipeline.events import Event, SpeechStarted, SpeechStopped, Transcription
 from pipeline.turns.strategy import TurnContext, UserTurnStopStrategy
 
 

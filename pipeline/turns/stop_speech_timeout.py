@@ -16,7 +16,7 @@ speech end in ``SpeechStopped.t``: the VAD's own stop window has already passed 
 
 from __future__ import annotations
 
-from pipeline.frames import Event, SpeechStarted, SpeechStopped, Transcription
+from pipeline.events import Event, SpeechStarted, SpeechStopped, Transcription
 from pipeline.turns.strategy import TurnContext, UserTurnStopStrategy
 
 DEFAULT_USER_SPEECH_TIMEOUT = 0.6  # Pipecat's default

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from pipeline.frames import Event
+from pipeline.events import Event
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from pipeline.frames import Event
+from pipeline.events import Event
 from pipeline.turns.clock import earliest, event_time
 from pipeline.turns.controller import UserTurnController
 from pipeline.turns.idle import UserIdleController

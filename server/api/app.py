@@ -14,13 +14,14 @@ from loguru import logger
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pipeline.agent import Agent
-from pipeline.tools import ToolRegistry
+from pipeline.tools.agent import Agent
+from pipeline.tools.registry import ToolRegistry
 from server import __version__
-from server.api import auth, health, history, sessions, signalling
+from server.api import health, history, sessions, signalling
 from server.api.host_check import HostCheck, allowed_hosts
 from server.api.lifespan import lifespan
 from server.api.readiness import NotReady, Readiness
+from server.guards import auth
 from server.ops.metrics import ServerMetrics, add_metrics
 from server.rtvi.handler import ClientMessages, add_agent_handlers
 from server.session.registry import SessionRegistry

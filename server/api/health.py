@@ -3,7 +3,7 @@ process can take a new session now; the checks are :mod:`server.api.readiness`).
 
 Both stay open to probes. With API keys set, a caller without one gets only the verdict
 (``/health``: status and version; ``/ready``: ready or not): the details name the
-database path, upstream error text and live counts (:func:`server.api.auth.sees_details`).
+database path, upstream error text and live counts (:func:`server.guards.auth.sees_details`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from server import __version__
-from server.api.auth import sees_details
 from server.api.readiness import Readiness
 from server.api.signalling import ErrorBody, Registry
-from server.ops.process_stats import process_stats
+from server.guards.auth import sees_details
+from server.process.stats import process_stats
 
 router = APIRouter()
 
@@ -38,7 +38,7 @@ class Health(BaseModel):
     tools: dict[str, Any] = {}  # the tool sources: each MCP server's state, the HTTP tools
     process: dict[str, Any] = {}
     open: bool = False  # no API keys: whoever reaches the server may use it
-    warning: str | None = None  # open and reachable from the network (see server.api.auth)
+    warning: str | None = None  # open and reachable from the network (see server.guards.auth)
 
 
 class HealthStatus(BaseModel):

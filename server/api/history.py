@@ -14,8 +14,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from server.api.auth import Owner, owns
 from server.api.signalling import ERRORS
+from server.guards.auth import Owner, owns
 from server.storage.store import SessionRecord, SessionSummary, TranscriptStore
 
 router = APIRouter(tags=["history"])

@@ -25,7 +25,7 @@ import ipaddress
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.api.auth import is_loopback
+from server.guards.auth import is_loopback
 
 # What no public DNS record can point at an address (with single-label names).
 SPECIAL_USE = ("localhost", "*.localhost", "*.test")

@@ -20,8 +20,8 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import FastAPI
 from loguru import logger
 
-from pipeline.agent import Agent
 from pipeline.task_cancel import cancel_and_wait
+from pipeline.tools.agent import Agent
 from server import __version__
 from server.ops.metrics import ServerMetrics
 from server.session.registry import SessionRegistry

@@ -8,8 +8,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel
 
-from server.api.auth import Owner
 from server.api.signalling import ERRORS, Registry
+from server.guards.auth import Owner
 
 router = APIRouter()
 

@@ -22,9 +22,9 @@ from aiortc.sdp import candidate_from_sdp
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from server.api.auth import Owner, owns
-from server.api.client_json import check_depth
 from server.api.retry_after import retry_later, unavailable
+from server.guards.auth import Owner, owns
+from server.guards.client_json import check_depth
 from server.media import sdp_guard
 from server.media.channel_signalling import MAX_RECEIVERS
 from server.media.sdp_guard import CandidatePolicy, Screened
@@ -42,7 +42,7 @@ from server.storage.store import ClientInfo
 router = APIRouter(tags=["signalling"])
 
 # App data a client sends with a session; kept with it and listed by GET /api/sessions,
-# so nested no deeper than the listing can serialize (server/api/client_json.py).
+# so nested no deeper than the listing can serialize (server/guards/client_json.py).
 AppData = Annotated[Any, AfterValidator(check_depth)]
 
 

@@ -25,8 +25,8 @@ from typing import Any
 from aiortc import RTCDataChannel
 from loguru import logger
 
-from server.api import client_json
-from server.api.rate_limit import TokenBucket
+from server.guards import client_json
+from server.guards.rate_limit import TokenBucket
 from server.media import sctp_limits
 from server.settings.limits_channel import ChannelLimitSettings
 

@@ -32,8 +32,8 @@ from aiortc.codecs import get_decoder
 from aiortc.jitterbuffer import JitterBuffer
 from loguru import logger
 
-from pipeline.resampling import StreamResampler
-from server.api.rate_limit import Clock, TokenBucket
+from pipeline.audio.resampling import StreamResampler
+from server.guards.rate_limit import Clock, TokenBucket
 from server.media.libopus import Decoder
 
 RATE = 16000

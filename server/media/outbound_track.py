@@ -18,7 +18,7 @@ from aiortc.mediastreams import MediaStreamError
 from av import Packet
 from loguru import logger
 
-from pipeline.resampling import StreamResampler
+from pipeline.audio.resampling import StreamResampler
 from server.media.opus import OpusEncoder
 
 FRAME_SECONDS = 0.02

@@ -8,7 +8,7 @@ from typing import Any
 from aiortc import RTCBundlePolicy, RTCConfiguration, RTCIceServer, RTCPeerConnection
 
 from server.media import sctp_limits
-from server.ops.process_stats import watch_peer_connection
+from server.process.stats import watch_peer_connection
 from server.settings import IceServer
 from server.settings.limits_channel import ChannelLimitSettings
 

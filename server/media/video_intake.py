@@ -29,7 +29,7 @@ from aiortc import RTCRtpReceiver
 from loguru import logger
 
 from pipeline.task_cancel import cancel_and_wait
-from pipeline.vision_tools import CAMERA, SCREEN, CapturedFrame
+from pipeline.vision.tools import CAMERA, SCREEN, CapturedFrame
 from server.media.video_frames import KeyframeDecoder, Still, is_keyframe
 
 SOURCES = (CAMERA, SCREEN)

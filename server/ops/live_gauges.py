@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from server.ops.loop_lag import LoopLagMonitor
-from server.ops.proc import ProcReader
+from server.process.loop_lag import LoopLagMonitor
+from server.process.proc import ProcReader
 from server.session.registry import SessionRegistry
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from pipeline.discards import REASONS as DISCARD_REASONS
+from pipeline.hearing.discards import REASONS as DISCARD_REASONS
 
 # Voice-to-voice and TTFB: a fast answer is ~0.3 s, a slow one several seconds.
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)

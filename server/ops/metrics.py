@@ -3,8 +3,8 @@
 Served by prometheus_client. Sessions are watched through the session registry (opened,
 closed) and their conversation's events (:mod:`server.ops.session_observer`); HTTP
 answers by a middleware (:mod:`server.ops.http_metrics`); the event loop by
-:class:`server.ops.loop_lag.LoopLagMonitor`; state and process figures are read at scrape
-time (:mod:`server.ops.live_gauges`, :mod:`server.ops.proc`). One :class:`ServerMetrics`
+:class:`server.process.loop_lag.LoopLagMonitor`; state and process figures are read at scrape
+time (:mod:`server.ops.live_gauges`, :mod:`server.process.proc`). One :class:`ServerMetrics`
 per app (``app.state.metrics``), on its own registry rather than the library's global one:
 a process (a test run) may build many apps.
 """
@@ -27,12 +27,11 @@ from prometheus_client import (
     generate_latest,
 )
 
-from pipeline.turn_scorer import Score, TurnScorer
+from pipeline.hearing.turn_scorer import Score, TurnScorer
 from server import __version__
-from server.api import auth
+from server.guards import auth
 from server.ops.http_metrics import HTTPMetrics
 from server.ops.live_gauges import LiveGauges
-from server.ops.loop_lag import LoopLagMonitor
 from server.ops.metric_families import (
     LAG_BUCKETS,
     ServiceFamilies,
@@ -40,8 +39,9 @@ from server.ops.metric_families import (
     TurnFamilies,
     TurnTimingFamilies,
 )
-from server.ops.proc import ProcReader
 from server.ops.session_observer import SessionObserver
+from server.process.loop_lag import LoopLagMonitor
+from server.process.proc import ProcReader
 from server.session.registry import SessionRegistry
 from server.session.session import Session
 

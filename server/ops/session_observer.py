@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.frames import (
+from pipeline.events import (
     AssistantTranscript,
     BotPaused,
     BotResumed,

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.audio_level import INT16_FULL_SCALE, dbfs, level, mean_square
-from pipeline.playout_pacing import AudioOutput
+from pipeline.audio.levels import INT16_FULL_SCALE, dbfs, level, mean_square
+from pipeline.reply.playout_pacing import AudioOutput
 from server.rtvi.server_messages import AudioData, AudioLevelData, build
 
 LEVEL_EVERY_FRAMES = 5  # of 20 ms: 10 Hz

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipeline.aggregators.text import now_iso
-from pipeline.frames import (
+from pipeline.events import (
     AppMessage,
     BotStartedSpeaking,
     BotStoppedSpeaking,
@@ -53,7 +53,7 @@ from pipeline.frames import (
     UserTurnStopped,
 )
 from pipeline.metrics import rtvi_metrics
-from pipeline.tools import ReportLevel, ToolRegistry
+from pipeline.tools.registry import ReportLevel, ToolRegistry
 from server.rtvi import protocol
 from server.rtvi.server_messages import (
     BotOutputData,

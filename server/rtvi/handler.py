@@ -27,10 +27,10 @@ from typing import Any, Protocol, TypeVar
 
 from loguru import logger
 
-from pipeline.agent import Agent, call_user_function
-from pipeline.client_tools import ClientToolError
-from pipeline.turn_merge import TypedTextRefused
-from pipeline.ui_protocol import UI_CLIENT_TYPES
+from pipeline.tools.agent import Agent, call_user_function
+from pipeline.tools.client import ClientToolError
+from pipeline.turns.merge import TypedTextRefused
+from pipeline.ui.protocol import UI_CLIENT_TYPES
 from server import __version__
 from server.rtvi import protocol
 from server.rtvi.protocol import (

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
-from pipeline.ui_protocol import UICancelJobGroupData, UIEventData, UISnapshotData
+from pipeline.ui.protocol import UICancelJobGroupData, UIEventData, UISnapshotData
 from server.rtvi.server_messages import (
     BotReadyData,
     ErrorData,

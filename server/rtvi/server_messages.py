@@ -6,7 +6,7 @@ message from a model; fields left out when the model was constructed stay off th
 (that is how function-call report levels hide names, arguments and results).
 :func:`validate` checks a received message against the table (the tests run every
 message they get through it). The UI worker protocol's server messages (``ui-command``,
-``ui-job-group``) are in it too, with the models of :mod:`pipeline.ui_protocol`.
+``ui-job-group``) are in it too, with the models of :mod:`pipeline.ui.protocol`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from pipeline import ui_protocol
+from pipeline.ui import protocol as ui_protocol
 
 LABEL = "rtvi-ai"
 
@@ -156,7 +156,7 @@ class MetricsData(_Data):
 
 
 # -- the UI worker protocol -------------------------------------------------------------------
-# The models of pipeline.ui_protocol, closed to unknown fields as every model here is.
+# The models of pipeline.ui.protocol, closed to unknown fields as every model here is.
 
 
 class UICommandData(ui_protocol.UICommandData, _Data):

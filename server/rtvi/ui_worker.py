@@ -1,16 +1,16 @@
-"""One session's end of the UI worker protocol (see :mod:`pipeline.ui_protocol`).
+"""One session's end of the UI worker protocol (see :mod:`pipeline.ui.protocol`).
 
 - ``ui-snapshot``: the newest accessibility tree is kept (bounded) in :class:`UIState`;
   before each LLM run its ``<ui_state>`` outline replaces the previous one, just before
   the user's latest words, so the LLM can name elements by ref.
 - ``ui-event``: goes to the app's handler for that event name (sync or async), and, with
   ``ui_events_to_llm``, into the context as a one-line note.
-- ``ui-cancel-job-group``: stops a running job group (:mod:`pipeline.job_groups`).
+- ``ui-cancel-job-group``: stops a running job group (:mod:`pipeline.ui.job_groups`).
 - ``ui-command``: :meth:`UIWorker.send_command` (standard payload models or any dict);
-  the UI tools (:mod:`pipeline.ui_tools`) use it on the LLM's behalf.
+  the UI tools (:mod:`pipeline.ui.tools`) use it on the LLM's behalf.
 
 Snapshots and events come from the page, so the LLM gets them as untrusted page data (a
-framed, cleaned, bounded user-role message; :mod:`pipeline.page_data` says why), never
+framed, cleaned, bounded user-role message; :mod:`pipeline.context.page_data` says why), never
 as system text.
 
 UI tools are offered to LLMs that can call tools, per ``ui_tools``: ``on`` always, ``off``
@@ -29,14 +29,14 @@ from typing import Any
 from loguru import logger
 from pydantic import BaseModel
 
-from pipeline.context import LLMContext
+from pipeline.context.llm_context import LLMContext
+from pipeline.context.page_data import clean, clean_json, page_data
 from pipeline.conversation import Conversation
-from pipeline.job_groups import JobGroupError, JobGroups
 from pipeline.messages import Message
-from pipeline.page_data import clean, clean_json, page_data
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolRegistry, ToolSpec
-from pipeline.ui_protocol import (
+from pipeline.tools.registry import ToolRegistry, ToolSpec
+from pipeline.tools.runner import ToolRunner
+from pipeline.ui.job_groups import JobGroupError, JobGroups
+from pipeline.ui.protocol import (
     UI_CANCEL_JOB_GROUP,
     UI_COMMAND,
     UI_EVENT,
@@ -48,8 +48,8 @@ from pipeline.ui_protocol import (
     UIJobGroupData,
     UISnapshotData,
 )
-from pipeline.ui_state import UIState
-from pipeline.ui_tools import ui_tools
+from pipeline.ui.state import UIState
+from pipeline.ui.tools import ui_tools
 from server.rtvi import protocol
 from server.rtvi.protocol import RTVIError
 from server.settings import Settings
@@ -146,7 +146,7 @@ class UIWorker:
         cancellable: bool = True,
     ) -> str:
         """Run tools as one job group the client can follow and cancel; see
-        :meth:`pipeline.job_groups.JobGroups.start`."""
+        :meth:`pipeline.ui.job_groups.JobGroups.start`."""
         if self.jobs is None:
             raise JobGroupError("this session runs no tools (the LLM cannot call tools)")
         return self.jobs.start(jobs, label, cancellable)

@@ -1,8 +1,8 @@
-"""One call's side of its agent: the :class:`~pipeline.call_context.CallContext` its tools
+"""One call's side of its agent: the :class:`~pipeline.tools.call_context.CallContext` its tools
 and hooks get, what that context may do to the call (say, end, UI command, server message,
 handoff), and the agent's hooks run at the call's start, after each user turn and at its
 end. Hooks run as the session's tasks: a slow hook never holds up the audio, and one that
-raises is logged (:meth:`pipeline.agent.Agent.run_hooks`) while the call goes on.
+raises is logged (:meth:`pipeline.tools.agent.Agent.run_hooks`) while the call goes on.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any, Protocol
 
 from loguru import logger
 
-from pipeline.agent import Agent
-from pipeline.call_context import CallContext
-from pipeline.frames import UserTranscript
+from pipeline.events import UserTranscript
 from pipeline.messages import SystemMessage
+from pipeline.tools.agent import Agent
+from pipeline.tools.call_context import CallContext
 from server.rtvi.ui_worker import UIWorker
 from server.session.voice import VoiceSession
 

@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 from loguru import logger
 
-from server.api.auth import owns
-from server.api.rate_limit import KeyedRateLimiter, client_keys
-from server.ops.heap import release_memory
+from server.guards.auth import owns
+from server.guards.rate_limit import KeyedRateLimiter, client_keys
+from server.process.heap import release_memory
 from server.rtvi.handler import ClientMessageHandler
 from server.rtvi.ui_worker import UIEventHandler
 from server.session.services import Services

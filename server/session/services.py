@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from pipeline.agent import Agent
-from pipeline.builtin_tools import default_registry
+from pipeline.hearing.silero import SileroModel
+from pipeline.hearing.turn_scorer import TurnScorer
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.llm import LLMService
@@ -21,15 +21,15 @@ from pipeline.services.openai_tts import OpenAITTS
 from pipeline.services.retry import RetryPolicy
 from pipeline.services.stt import STTService
 from pipeline.services.tts import TTSService
-from pipeline.silero import SileroModel
-from pipeline.tool_sources.http import HTTPTools
-from pipeline.tools import ToolRegistry, ToolSpec
-from pipeline.turn_scorer import TurnScorer
+from pipeline.tools.agent import Agent
+from pipeline.tools.builtin import default_registry
+from pipeline.tools.registry import ToolRegistry, ToolSpec
+from pipeline.tools.sources.http import HTTPTools
 from pipeline.turns.languages import CUE_LANGUAGES
 from server.settings import ClientToolDefinition, Settings
 
 if TYPE_CHECKING:  # the MCP SDK takes ~1.5 s to import: only when servers are configured
-    from pipeline.tool_sources.mcp import MCPTools
+    from pipeline.tools.sources.mcp import MCPTools
 
 
 @dataclass
@@ -158,7 +158,7 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
     mcp_configs = [*settings.mcp_servers, *(agent.mcp_servers if agent else ())]
     mcp = None
     if mcp_configs:
-        from pipeline.tool_sources.mcp import MCPTools
+        from pipeline.tools.sources.mcp import MCPTools
 
         mcp = MCPTools(mcp_configs, tools)
     # Loaded (and its file checked) now: a missing model stops the start, not a turn.

@@ -20,7 +20,7 @@ from aiortc import RTCRtpReceiver, RTCSessionDescription
 from loguru import logger
 
 from pipeline.task_cancel import cancel_and_wait
-from server.api.rate_limit import TokenBucket
+from server.guards.rate_limit import TokenBucket
 from server.media import channel_signalling
 from server.media.data_channel import ChatChannel
 from server.media.inbound_audio import InboundAudio, PacketGate, set_jitter_prefetch
@@ -285,7 +285,7 @@ class Session:
 
     async def summarize_context(self) -> dict[str, Any]:
         """Summarize the conversation's older history now; the outcome (see
-        :meth:`pipeline.context_budget.ContextBudget.summarize_now`)."""
+        :meth:`pipeline.context.budget.ContextBudget.summarize_now`)."""
         return await self.voice.summarize_now()
 
     def send_server_message(self, data: Any) -> None:

@@ -2,7 +2,7 @@
 
 inbound audio (about 20 ms a packet) → VAD → (transcriber, conversation) → bot turns →
 paced track; the conversation's events go out as RTVI messages. The VAD's model runs off
-the loop, batched with every other session's (:class:`pipeline.vad_batcher.VADBatcher`):
+the loop, batched with every other session's (:class:`pipeline.hearing.vad_batcher.VADBatcher`):
 its events arrive a moment after the frame that completed them, in order.
 """
 
@@ -15,12 +15,10 @@ from typing import Any
 
 from loguru import logger
 
-from pipeline.client_tools import ClientToolCalls, ClientToolError
-from pipeline.context import LLMContext
-from pipeline.context_budget import ContextBudget
-from pipeline.discards import SpeechLedger
-from pipeline.echo import EchoCanceller, EchoPath
-from pipeline.frames import (
+from pipeline.audio.echo import EchoCanceller, EchoPath
+from pipeline.context.budget import ContextBudget
+from pipeline.context.llm_context import LLMContext
+from pipeline.events import (
     AudioIdle,
     BotPaused,
     BotStoppedSpeaking,
@@ -33,20 +31,22 @@ from pipeline.frames import (
     UserTurnStarted,
     UserTurnStopped,
 )
-from pipeline.idle_check_ins import IdleCheckIns
-from pipeline.image_results import ToolImages
+from pipeline.hearing.discards import SpeechLedger
+from pipeline.hearing.transcriber import Transcriber
+from pipeline.hearing.turn_scorer import TurnScoring
+from pipeline.hearing.vad import VADState
+from pipeline.hearing.vad_batcher import VADBatcher
 from pipeline.messages import AssistantMessage, Message, UserMessage
+from pipeline.reply.turn_completion import strip_markers
 from pipeline.task_cancel import cancel_and_wait
-from pipeline.tool_runner import ToolRunner
-from pipeline.tools import ToolRegistry
-from pipeline.transcriber import Transcriber
-from pipeline.turn_completion import strip_markers
-from pipeline.turn_merge import TypedTurnParams, TypedTurns
-from pipeline.turn_scorer import TurnScoring
-from pipeline.vad import VADState
-from pipeline.vad_batcher import VADBatcher
-from pipeline.vision import VisionContext, VisionParams
-from pipeline.vision_tools import FrameSource
+from pipeline.tools.client import ClientToolCalls, ClientToolError
+from pipeline.tools.registry import ToolRegistry
+from pipeline.tools.runner import ToolRunner
+from pipeline.turns.idle_check_ins import IdleCheckIns
+from pipeline.turns.merge import TypedTurnParams, TypedTurns
+from pipeline.vision.camera import VisionContext, VisionParams
+from pipeline.vision.image_results import ToolImages
+from pipeline.vision.tools import FrameSource
 from server.media.outbound_track import OUT_RATE, PacedAudioTrack
 from server.rtvi.audio import AudioLevelMeter, TTSAudioTap
 from server.rtvi.events import FunctionCallReporting, RTVIEvents
@@ -118,7 +118,7 @@ class VoiceSession:
         # ignored whole, even where it goes on after mute ended (never a turn).
         self._muted_utterance = False
         self._utterance_onset = 0.0
-        # Speech that made no turn, reported with why (pipeline/discards.py).
+        # Speech that made no turn, reported with why (pipeline/hearing/discards.py).
         decider = self.conversation.barge_in.decider
         self.discards = SpeechLedger(self.conversation.events, lambda: decider.reason)
         self._idle_check: asyncio.Task[None] | None = None
@@ -160,7 +160,8 @@ class VoiceSession:
     def _pictures(
         self, settings: Settings, video: FrameSource | None
     ) -> tuple[ToolImages, VisionContext | None]:
-        """Pictures: tools' (pipeline/image_results.py), the video's (pipeline/vision.py)."""
+        """Pictures: tools' (pipeline/vision/image_results.py), the video's
+        (pipeline/vision/camera.py)."""
         images = ToolImages(self.context, enabled=settings.llm_vision)
         images.attach(self.conversation.events)
         if video is None:
@@ -256,7 +257,7 @@ class VoiceSession:
             self._vad_events(self.vad.push(frame, t))
         # While the echo path is unknown the STT hears the audio as it came: the canceller
         # may have damped the first syllables of a caller it could not yet tell from an
-        # echo (pipeline/near_end.py), and the pre-roll reaches back to them.
+        # echo (pipeline/audio/near_end.py), and the pre-roll reaches back to them.
         unknown = self.echo is not None and self.echo.state is EchoPath.UNKNOWN
         self.transcriber.push_audio(raw if unknown else frame, t)
         if self.turn_scoring is not None:
@@ -322,7 +323,7 @@ class VoiceSession:
 
     def send_text(self, content: str, run_immediately: bool, audio_response: bool) -> None:
         """RTVI ``send-text``: typed user text, answered in speech or in text. Texts close
-        together are one turn (:class:`pipeline.turn_merge.TypedTurns`); raises
+        together are one turn (:class:`pipeline.turns.merge.TypedTurns`); raises
         ``TypedTextRefused`` past the session's typed-turn budget."""
         self.typed.add(content, run_immediately, audio_response)
 

@@ -7,21 +7,21 @@ reads as the data path and each setting has one place where it takes effect.
 
 from __future__ import annotations
 
-from pipeline.call_tools import CallTools
-from pipeline.context import LLMContext
-from pipeline.context_budget import ContextBudgetParams
+from pipeline.context.budget import ContextBudgetParams
+from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
-from pipeline.idle_check_ins import IdleCheckInParams
-from pipeline.interruptions import InterruptionParams
+from pipeline.hearing.vad import VADAnalyzer, VADParams
+from pipeline.interruptions.judge import InterruptionParams
 from pipeline.metrics import Prices
-from pipeline.playout_pacing import AudioOutput
-from pipeline.tools import ToolRegistry
-from pipeline.turn_completion import TurnCompletionConfig
+from pipeline.reply.playout_pacing import AudioOutput
+from pipeline.reply.turn_completion import TurnCompletionConfig
+from pipeline.tools.call_tools import CallTools
+from pipeline.tools.registry import ToolRegistry
 from pipeline.turns import UserTurnParams
+from pipeline.turns.idle_check_ins import IdleCheckInParams
 from pipeline.turns.mute_names import mute_strategies
 from pipeline.turns.stop_adaptive import AdaptiveStopParams
-from pipeline.vad import VADAnalyzer, VADParams
-from pipeline.vision_tools import FrameSource, vision_tools
+from pipeline.vision.tools import FrameSource, vision_tools
 from server.rtvi.ui_worker import SessionTools, UIWorker
 from server.session.services import Services
 from server.settings import Settings

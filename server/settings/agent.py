@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from pipeline.tool_sources.config import HTTPToolConfig, MCPServerConfig
+from pipeline.tools.sources.config import HTTPToolConfig, MCPServerConfig
 
 
 class AgentSettings(BaseModel):

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.agent import Agent
+from pipeline.tools.agent import Agent
 from server.settings import Settings
 
 ENV_VAR = "PARLEY_AGENT"

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from pipeline.interruptions import DEFAULT_BACKCHANNELS
+from pipeline.interruptions.judge import DEFAULT_BACKCHANNELS
 from pipeline.turns.languages import backchannels as language_backchannels
 from pipeline.turns.mute_names import MuteName
 from server.settings.lists import split_list

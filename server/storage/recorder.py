@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline.conversation import Conversation
-from pipeline.frames import (
+from pipeline.events import (
     AssistantTranscript,
     FunctionCallCancelled,
     FunctionCallInProgress,

@@ -60,7 +60,7 @@ class RecordedEvent(BaseModel):
         "{counts, examples, total, since}), turn-merged, backchannel ({text, started_at}: "
         "the user listening over the bot), discard ({reason, text, started_at}: the user's "
         "speech that made no turn, and why: echo, no_words, muted, stt_error or call_ended; see "
-        "pipeline/discards.py)"
+        "pipeline/hearing/discards.py)"
     )
     at: datetime
     data: dict[str, Any] = {}

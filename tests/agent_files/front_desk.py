@@ -5,8 +5,7 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.agent import Agent
-from pipeline.call_context import CallContext
+from pipeline.agent import Agent, CallContext
 
 returns = Agent(instructions="You are the returns desk.", name="returns")
 

@@ -4,7 +4,7 @@
 A language's words say how its turns end (:mod:`pipeline.turns.text_cues`): which words
 leave a sentence open (conjunctions, prepositions, articles, fillers, prefaces), which open
 a question (interrogatives, verb-first forms) or close one (tags), and which short answers
-only show the user is listening (backchannels, :mod:`pipeline.interruptions`).
+only show the user is listening (backchannels, :mod:`pipeline.interruptions.judge`).
 
 Every word is matched *folded* (:func:`fold`): NFC, lower case, typographic apostrophes
 as ``'``, ``ß`` as ``ss`` (Swiss spelling, and what some recognizers write). Accents are

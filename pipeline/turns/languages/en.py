@@ -13,8 +13,19 @@ nice"), suggestions ("how about…") and imperatives ("do it", "will do", "can't
 
 from __future__ import annotations
 
-from pipeline.interruptions import DEFAULT_BACKCHANNELS
 from pipeline.turns.languages import CueWords, Opener, openers, phrases, words
+
+# Short answers that show the user is listening, not taking the floor. Matched as whole
+# utterances, each phrase possibly repeated ("yeah yeah", "okay okay okay").
+# Non-lexical ones come in the spellings STT services use ("Mm-hmm.", "Mhm.", "Hum.").
+DEFAULT_BACKCHANNELS = (
+    "mhm", "mhmm", "mm", "mmm", "mm hmm", "mm hm", "mmhmm", "hm", "hmm", "hum", "uh huh",
+    "uhuh", "uh hum", "ah ha", "yeah", "yes", "yep", "yup",
+    "ok", "okay", "right", "alright", "all right", "sure", "i see", "got it", "gotcha",
+    "cool", "nice", "great", "good", "fine", "oh", "ah", "aha", "oh okay", "oh i see",
+    "true", "exactly", "indeed", "of course", "totally", "makes sense", "sounds good",
+    "wow", "oh wow", "interesting", "thanks", "thank you",
+)  # fmt: skip
 
 _SUBJECT_PRONOUNS = words("i you he she it we they")
 _DETERMINERS = words("the my your his her its our their any some every all no")

@@ -1,0 +1,2 @@
+"""Audio in and out, before anything listens: levels, resampling, and the bot's echo
+taken out of the user's audio (AEC3, with the near-end gate while the echo path is unknown)."""

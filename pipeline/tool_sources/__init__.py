@@ -1,3 +1,0 @@
-"""Where tools come from besides Python code: MCP servers (:mod:`.mcp`) and plain HTTP
-endpoints (:mod:`.http`). Each turns its source into :class:`pipeline.tools.ToolSpec`
-entries of the shared registry; the runner calls them like any other tool."""

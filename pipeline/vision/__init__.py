@@ -1,0 +1,1 @@
+"""Pictures: the camera's frames with each turn, and tools that return images."""
