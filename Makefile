@@ -5,15 +5,20 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 export PIP_NO_INPUT := 1
 
-.PHONY: run test container-test scale-test install install-dev test-tools lint format clean
+.PHONY: run test test-fast container-test scale-test install install-dev test-tools lint format clean
 
 # Binds 127.0.0.1 (an open server is for this machine only): `PARLEY_HOST=0.0.0.0 make run`
-# serves the network, and then wants PARLEY_API_KEYS (see README.md, "Security and limits").
+# serves the network, and then wants PARLEY_API_KEYS (see docs/security.md).
 run: $(VENV)/.runtime
 	$(PY) -m server
 
 test: $(VENV)/.dev test-tools lint
 	$(PY) -m pytest -q
+
+# The same without the e2e tests (server processes, browsers, containers, real models):
+# about a minute. `make test` runs everything.
+test-fast: $(VENV)/.dev test-tools lint
+	$(PY) -m pytest -q -m "not e2e"
 
 install: $(VENV)/.runtime
 install-dev: $(VENV)/.dev
@@ -70,6 +75,7 @@ scale-test: $(VENV)/.dev test-tools
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: $(VENV)/.dev
 	$(VENV)/bin/ruff check --fix .

@@ -26,7 +26,8 @@ from pipeline.hearing.silero import (
     SileroModel,
     find_silero_model,
 )
-from pipeline.hearing.vad import VADAnalyzer, VADBatch
+from pipeline.hearing.vad import VADAnalyzer
+from pipeline.hearing.vad_batcher import VADBatch
 from testkit.speech import SENTENCE_A, SENTENCE_B, espeak, timeline
 
 FRAME = 320

@@ -36,7 +36,7 @@ from pipeline.events import Event
 from pipeline.hearing.silero import WINDOW, SileroModel
 from pipeline.hearing.vad import VADAnalyzer
 from server.media.outbound_track import PacedAudioTrack
-from server.session.services import build_services
+from server.session.model_services import build_services
 from server.session.voice import VoiceSession
 from server.settings import Settings
 from testkit.openai_stub import OpenAIStub

@@ -5,28 +5,22 @@ reports, function-call results — so turn-taking (mute, idle) sees all of it in
 What the components decide comes out on ``events`` (an :class:`Emitter`), where the
 aggregators, the bot-turn runner and any observer (RTVI, transcripts) subscribe.
 
-Two things make a wrong guess about the end of the user's turn cheap:
-
-- Preemptive replies (``preemptive``): when the turn logic foresees the end of the turn,
-  the answer starts at once, held (:mod:`pipeline.reply.preemptive`); it plays when the turn
-  ends, or is dropped unseen if the user goes on.
-- Merging (``merge_window``): if the user speaks again within ``merge_window`` seconds
-  of the end of a turn that is being answered, the answer is cut off as in a barge-in,
-  and the turn with the start of its answer is taken back (:mod:`pipeline.turns.merge`):
-  its words begin the turn in progress.
+Its settings (turn-taking, barge-in, preemptive replies, merging) are a
+:class:`~pipeline.conversation_params.ConversationParams`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from loguru import logger
 
 from pipeline.aggregators import AssistantAggregator, UserAggregator
 from pipeline.context.llm_context import LLMContext
+from pipeline.conversation_params import ConversationParams
 from pipeline.events import (
     BotResponseEnded,
     BotStartedSpeaking,
@@ -50,20 +44,19 @@ from pipeline.events import (
     UserTurnStarted,
     UserTurnStopped,
 )
-from pipeline.interruptions.barge_in import BargeIn, OnsetPause
-from pipeline.interruptions.judge import InterruptionParams, Verdict
-from pipeline.metrics import Prices, SessionMetrics
-from pipeline.reply.bot_turn import DEFAULT_TTS_AHEAD, BotTurn, turn_error
+from pipeline.interruptions.barge_in import BargeIn, PausableOutput
+from pipeline.interruptions.judge import Verdict
+from pipeline.reply.bot_turn import BotTurn, turn_error
 from pipeline.reply.playout_pacing import AudioOutput
 from pipeline.reply.preemptive import PreemptiveReplies, foreseen
-from pipeline.reply.turn_completion import Reprompt, TurnCompletionConfig, TurnCompletionFilter
+from pipeline.reply.turn_completion import Reprompt, TurnCompletionFilter
 from pipeline.services.llm import FixedText, LLMService
 from pipeline.services.tts import TTSService
+from pipeline.session_metrics import SessionMetrics
 from pipeline.task_cancel import cancel_and_wait
 from pipeline.turns import UserTurnParams, UserTurns
 from pipeline.turns.clock import event_time
 from pipeline.turns.merge import TurnMerger
-from pipeline.turns.mute import UserMuteStrategy
 
 # How often turn-taking timers are checked when no audio frame arrives to drive them.
 TICK_SECONDS = 0.05
@@ -81,55 +74,47 @@ class Conversation:
         context: LLMContext,
         llm: LLMService,
         tts: TTSService | None = None,
-        output: AudioOutput | None = None,
-        turn_params: UserTurnParams | None = None,
-        mute_strategies: Sequence[UserMuteStrategy] = (),
-        filter_incomplete_user_turns: bool = False,
-        turn_completion: TurnCompletionConfig | None = None,
-        prices: Prices | None = None,
+        output: PausableOutput | None = None,
+        params: ConversationParams | None = None,
         clock: Callable[[], float] = time.monotonic,
-        preemptive: bool = True,
-        merge_window: float = 0.0,
-        interruptions: InterruptionParams | None = None,
-        pause_on_interruption: bool = True,
-        tts_ahead: float = DEFAULT_TTS_AHEAD,
-        pause_at_onset: OnsetPause = "auto",
     ) -> None:
+        params = params or ConversationParams()
         self.context = context
         self.llm = llm
         self.tts = tts
         self.output = output
-        self.tts_ahead = tts_ahead  # seconds of speech synthesized ahead of playout at most
+        self.tts_ahead = params.tts_ahead  # seconds of speech synthesized ahead at most
         self.clock = clock
-        self.filter_incomplete_user_turns = filter_incomplete_user_turns
-        self.turn_completion = turn_completion or TurnCompletionConfig()
+        self.filter_incomplete_user_turns = params.filter_incomplete_user_turns
+        self.turn_completion = params.turn_completion
         self._reprompt = Reprompt(self._reprompt_user)
         self.events = Emitter()
-        self.metrics = SessionMetrics(prices)
+        self.metrics = SessionMetrics(params.prices)
+        turn_params = params.turn_params or UserTurnParams()
         self.turns = UserTurns(
-            turn_params,
+            params.turn_params,
             emit=self.events.emit,
-            mute_strategies=mute_strategies,
-            stop_strategies=(turn_params or UserTurnParams()).stop_strategies(self.reply_lead),
+            mute_strategies=params.mute_strategies,
+            stop_strategies=turn_params.stop_strategies(self.reply_lead),
         )
         self.user = UserAggregator(context, self.feed)
         self.assistant = AssistantAggregator(context, self.feed)
-        self.merger = TurnMerger(context, self.user, self.events.emit, merge_window)
+        self.merger = TurnMerger(context, self.user, self.events.emit, params.merge_window)
         self._summary: asyncio.Task[None] | None = None
         self._turn: asyncio.Task[None] | None = None
         self._voiced: asyncio.Task[None] | None = None  # the last turn whose audio played
         self.replies: PreemptiveReplies | None = None
-        if preemptive and output is not None and tts is not None:
+        if params.preemptive and output is not None and tts is not None:
             self.replies = PreemptiveReplies(self._launch_held, self.feed, output)
         self._onset = 0.0  # of the user's latest speech
         self.barge_in = BargeIn(
-            output,  # type: ignore[arg-type]  # the paced track (or a tap over it)
+            output,
             self.interrupt,
             self._dismiss_turn,
             self.feed,
-            interruptions,
-            enabled=pause_on_interruption,
-            at_onset=pause_at_onset,
+            params.interruptions,
+            enabled=params.pause_on_interruption,
+            at_onset=params.pause_at_onset,
         )
         self._run_pending = False
         self._audio_next = True
@@ -164,18 +149,9 @@ class Conversation:
         t = event_time(event)
         if t is not None:
             self.turns.advance(t)
-        if isinstance(event, SpeechStarted):
-            self._onset = event.t  # before the turn it starts reaches anyone
-        elif isinstance(event, SpeechOnset):
-            self._pause_at_onset(event.t)
-        elif isinstance(event, SpeechFalseStart):
-            self.barge_in.false_start(event.t)
-        if self.barge_in.pending and isinstance(
-            event, Transcription | SpeechStarted | SpeechStopped
-        ):
-            if self.barge_in.handle(event) is Verdict.RESUME and isinstance(event, Transcription):
-                self.events.emit(event)  # the client still sees what was heard
-                return  # but no turn is made of it
+        self._note_speech(event)
+        if self._resumed_over(event):
+            return
         if isinstance(event, Transcription):
             # The transcript must be in the aggregation before the turn it may end stops.
             if self.turns.muted:
@@ -186,6 +162,27 @@ class Conversation:
         if isinstance(event, SpeechStarted) and self.barge_in.held:
             # Confirmed, but no barge-in came of it (muted, a turn going on): go on.
             self.barge_in.false_start(event.t)
+
+    def _note_speech(self, event: Event) -> None:
+        """What the VAD says of the user's voice, before turn-taking sees it."""
+        if isinstance(event, SpeechStarted):
+            self._onset = event.t  # before the turn it starts reaches anyone
+        elif isinstance(event, SpeechOnset):
+            self._pause_at_onset(event.t)
+        elif isinstance(event, SpeechFalseStart):
+            self.barge_in.false_start(event.t)
+
+    def _resumed_over(self, event: Event) -> bool:
+        """A paused barge-in judges the speech and words that come while it waits: words
+        it resumes the bot over are shown to the client but make no turn (True)."""
+        if not self.barge_in.pending:
+            return False
+        if not isinstance(event, Transcription | SpeechStarted | SpeechStopped):
+            return False
+        if self.barge_in.handle(event) is Verdict.RESUME and isinstance(event, Transcription):
+            self.events.emit(event)  # the client still sees what was heard
+            return True  # but no turn is made of it
+        return False
 
     def _pause_at_onset(self, t: float) -> None:
         """The first sound of what may be the user's voice: if its confirmation would

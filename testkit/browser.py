@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, sync_playwright
+from playwright.sync_api import BrowserContext, ConsoleMessage, Page, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -50,6 +50,11 @@ def chromium(wav: Path, profile: Path) -> Iterator[BrowserContext]:
 def open_page(context: BrowserContext, url: str, errors: list[str]) -> Page:
     page = context.new_page()
     page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+
+    def console(m: ConsoleMessage) -> None:
+        if m.type == "error":
+            errors.append(f"console: {m.text}")
+
+    page.on("console", console)
     page.goto(url)
     return page

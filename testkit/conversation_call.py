@@ -10,6 +10,7 @@ from typing import Any, Self
 
 from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
+from pipeline.conversation_params import ConversationParams
 from pipeline.events import (
     BotPaused,
     BotResumed,
@@ -88,18 +89,11 @@ class Call(Running):
         self.tts = OpenAITTS("stub-tts", "alloy", base_url=stub.base_url, api_key=stub.api_key)
         self.track = PacedAudioTrack()
         self.context = LLMContext([{"role": "system", "content": "Be brief."}])
-        self.conv = Conversation(
-            self.context,
-            self.llm,
-            self.tts,
-            self.track,
-            PARAMS,
-            merge_window=merge_window,
-            **options,
-        )
+        params = ConversationParams(turn_params=PARAMS, merge_window=merge_window, **options)
+        self.conv = Conversation(self.context, self.llm, self.tts, self.track, params)
         # A reply takes 0.3 s to its first audio, measured or not.
         fixed_lead = lambda default, recent=20: 0.3  # noqa: E731
-        self.conv.metrics.reply_latency = fixed_lead  # type: ignore[method-assign]
+        self.conv.metrics.reply_latency = fixed_lead  # type: ignore[method-assign]  # test stub
         self.track.listener = self.conv
         self.seen: list[Event] = []
         for kind in (UserTurnEndPredicted, UserTurnStopped, LLMResponseStarted,

@@ -110,7 +110,16 @@ class HAProxyProcess:
         """Every request logged so far (HAProxy logs each when it ends)."""
         found = (LOG_LINE.match(line) for line in self.log().splitlines())
         return [
-            LoggedRequest(**(m.groupdict() | {"status": int(m["status"])}))
+            LoggedRequest(
+                backend=m["backend"],
+                server=m["server"],
+                status=int(m["status"]),
+                term=m["term"],
+                owner=m["owner"],
+                method=m["method"],
+                path=m["path"],
+                retries=m["retries"],
+            )
             for m in found
             if m is not None
         ]

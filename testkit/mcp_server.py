@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,57 +35,59 @@ from testkit.server_process import free_port
 PATH = "/mcp"
 
 
-def build(name: str = "testkit", clash: bool = False) -> MCPServer:
-    """The server with its tools; ``clash`` adds ``get_current_time``."""
-    server = MCPServer(name, log_level="WARNING")
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
 
-    @server.tool()
-    def add(a: int, b: int) -> int:
-        """Add two integers."""
-        return a + b
 
-    @server.tool()
-    def echo(text: str) -> str:
-        """Return the text unchanged."""
-        return text
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
 
-    @server.tool()
-    def pid() -> int:
-        """The id of the server's process."""
-        return os.getpid()
 
-    @server.tool()
-    def getenv(name: str) -> str | None:
-        """The value of an environment variable of the server's process, or null."""
-        return os.environ.get(name)
+def pid() -> int:
+    """The id of the server's process."""
+    return os.getpid()
 
-    @server.tool()
-    async def slow(seconds: float) -> str:
-        """Sleep, then say how long."""
-        await asyncio.sleep(seconds)
-        return f"slept {seconds:g}s"
 
-    @server.tool()
-    def fail(message: str) -> str:
-        """Always fails with the message (an isError result)."""
-        raise ToolError(message)  # the SDK passes a ToolError's message on; others are hidden
+def getenv(name: str) -> str | None:
+    """The value of an environment variable of the server's process, or null."""
+    return os.environ.get(name)
 
-    @server.tool()
-    def crash() -> str:
-        """The process exits at once, without answering."""
-        sys.stdout.flush()
-        os._exit(1)
 
-    @server.tool()
-    def lookup_order(order_id: str) -> dict[str, Any]:
-        """Look up an order by its id."""
-        return {"order_id": order_id, "status": "shipped", "items": 2}
+async def slow(seconds: float) -> str:
+    """Sleep, then say how long."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds:g}s"
 
-    def extra() -> str:
-        """A tool that comes and goes (``toggle_extra``)."""
-        return "extra"
 
-    @server.tool()
+def fail(message: str) -> str:
+    """Always fails with the message (an isError result)."""
+    raise ToolError(message)  # the SDK passes a ToolError's message on; others are hidden
+
+
+def crash() -> str:
+    """The process exits at once, without answering."""
+    sys.stdout.flush()
+    os._exit(1)
+
+
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Look up an order by its id."""
+    return {"order_id": order_id, "status": "shipped", "items": 2}
+
+
+def extra() -> str:
+    """A tool that comes and goes (``toggle_extra``)."""
+    return "extra"
+
+
+def get_current_time() -> str:
+    """The server's time (ISO 8601, UTC)."""
+    return datetime.now(UTC).isoformat()
+
+
+def _toggler(server: MCPServer) -> Callable[[Context], Awaitable[bool]]:
     async def toggle_extra(ctx: Context) -> bool:
         """Add the tool ``extra``, or remove it; tell the client its tools changed.
         Whether ``extra`` is offered now."""
@@ -96,13 +99,18 @@ def build(name: str = "testkit", clash: bool = False) -> MCPServer:
         await ctx.request_context.session.send_tool_list_changed()
         return not offered
 
+    return toggle_extra
+
+
+def build(name: str = "testkit", clash: bool = False) -> MCPServer:
+    """The server with its tools; ``clash`` adds ``get_current_time``."""
+    server = MCPServer(name, log_level="WARNING")
+    tools: list[Callable[..., Any]] = [add, echo, pid, getenv, slow, fail, crash, lookup_order]
+    tools.append(_toggler(server))
     if clash:
-
-        @server.tool()
-        def get_current_time() -> str:
-            """The server's time (ISO 8601, UTC)."""
-            return datetime.now(UTC).isoformat()
-
+        tools.append(get_current_time)
+    for tool in tools:
+        server.tool()(tool)
     return server
 
 

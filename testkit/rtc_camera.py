@@ -45,7 +45,7 @@ class ColourCamera(MediaStreamTrack):
         self._yuv = VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
         self.colour = colour
 
-    async def recv(self) -> VideoFrame:  # type: ignore[override]
+    async def recv(self) -> VideoFrame:
         if self.readyState != "live":
             raise MediaStreamError
         now = time.monotonic()

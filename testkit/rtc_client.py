@@ -74,6 +74,11 @@ class TestMicrophone(MediaStreamTrack):
             samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
         self._pending = np.concatenate([self._pending, samples])
 
+    @property
+    def pending_seconds(self) -> float:
+        """Seconds of queued WAV audio not yet sent."""
+        return self._pending.size / 48000
+
     def hear(self, samples: np.ndarray, at: float) -> None:
         """Sound from the room (the loudspeaker's echo): 48 kHz float samples heard from
         time ``at`` on, mixed into what the microphone sends."""
@@ -88,7 +93,7 @@ class TestMicrophone(MediaStreamTrack):
             )
         self._echo[position - start : end - start] += samples
 
-    async def recv(self) -> Packet:  # type: ignore[override]
+    async def recv(self) -> Packet:
         if self.readyState != "live":
             raise MediaStreamError
         if self._start is None:
@@ -301,6 +306,14 @@ class RTCTestClient:
         self.mic.play(wav)
         return time.monotonic()
 
+    async def played_out(self, within: float = 30.0) -> None:
+        """Wait until the microphone has sent all the audio :meth:`play` queued."""
+        deadline = time.monotonic() + within
+        while self.mic.pending_seconds > 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.mic.pending_seconds:.1f} s of audio still unsent")
+            await asyncio.sleep(0.02)
+
     def silent_since(self, since: float, threshold: float = 200.0, hold: int = 10) -> float | None:
         """When received audio went quiet after ``since`` and stayed so for ``hold`` frames."""
         quiet_from: float | None = None
@@ -341,13 +354,26 @@ class RTCTestClient:
         self.mic.stop()
         ice = self.pc.getTransceivers()[0].sender.transport.transport
         for protocol in ice._connection._protocols:  # aiortc exposes no public way
-            protocol.transport.sendto = _drop
-            protocol.datagram_received = _drop
+            protocol.transport.sendto = _drop  # type: ignore[method-assign, assignment]  # a vanished client drops every datagram
+            protocol.datagram_received = _drop  # type: ignore[method-assign, assignment]  # and hears none
 
     async def close(self) -> None:
         await cancel_and_wait(self._tasks)
         await self.pc.close()
         await self.http.aclose()
+
+    async def __aenter__(self) -> RTCTestClient:
+        """``async with RTCTestClient(url) as client:`` connects (with :meth:`connect`'s
+        defaults) and closes on the way out, also when connecting fails."""
+        try:
+            await self.connect()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
 
 def _drop(*args: Any) -> None:

@@ -162,9 +162,10 @@ class TurnReplayer:
 
         turns = UserTurns(self.params, emit=collect)
         vad = VADAnalyzer(self.vad_params)
-        transcriber = Transcriber(self.stt or PerfectWords(clip), transcribed, clock=lambda: now)
+        perfect = PerfectWords(clip)
+        transcriber = Transcriber(self.stt or perfect, transcribed, clock=lambda: now)
         if self.stt is None:
-            transcriber.stt.transcriber = transcriber  # type: ignore[attr-defined]
+            perfect.transcriber = transcriber
         scoring = _ReplayScoring(self, agenda, result, lambda: now)
         audio = np.concatenate(
             [np.zeros(round(lead * RATE), np.int16), clip.audio,
@@ -205,7 +206,11 @@ class _ReplayScoring(TurnScoring):
         self._agenda = agenda
         self._result = result
         self._now = clock
-        super().__init__(scorer=None, emit=lambda _e: None, clock=clock)  # type: ignore[arg-type]
+        super().__init__(
+            scorer=None,  # type: ignore[arg-type]  # none: _request calls the model itself
+            emit=lambda _e: None,
+            clock=clock,
+        )
 
     def _request(self, speech_end: float) -> None:
         if self._replayer.model is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from pipeline.events import Event
 
@@ -35,5 +35,7 @@ def rounded(events: Iterable[Event], digits: int = 9) -> list[Event]:
     out: list[Event] = []
     for event in events:
         t = getattr(event, "t", None)
-        out.append(event if t is None else dataclasses.replace(event, t=round(t, digits)))
+        # cast: ``t`` is a field of the event's own class (Event itself declares none).
+        timed = cast(Any, event)
+        out.append(event if t is None else dataclasses.replace(timed, t=round(t, digits)))
     return out

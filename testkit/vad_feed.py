@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol, cast
+
 import numpy as np
 import pytest
 
@@ -36,12 +38,21 @@ def run(
     return [e for e in events if not isinstance(e, SpeechOnset | SpeechFalseStart)]
 
 
+class _Timed(Protocol):
+    t: float
+
+
 def kinds(events: list[Event]) -> list[type[Event]]:
     return [type(e) for e in events]
+
+
+def _times(events: list[Event]) -> list[float]:
+    # cast: every event a VAD emits carries its time ``t`` (Event itself declares none).
+    return [cast(_Timed, e).t for e in events]
 
 
 def assert_same_events(got: list[list[Event]], expected: list[list[Event]]) -> None:
     # Times may differ in the last bits: the buffer clock re-anchors on every frame fed.
     assert [kinds(e) for e in got] == [kinds(e) for e in expected]
     for mine, theirs in zip(got, expected, strict=True):
-        assert [e.t for e in mine] == pytest.approx([e.t for e in theirs], abs=1e-9)
+        assert _times(mine) == pytest.approx(_times(theirs), abs=1e-9)

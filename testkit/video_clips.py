@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fractions
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 from aiortc.codecs import depayload, get_encoder
@@ -23,7 +24,7 @@ def solid(colour: tuple[int, int, int], width: int = 640, height: int = 480) -> 
 def encoded_frames(
     codec: RTCRtpCodecParameters,
     colours: list[tuple[int, int, int]],
-    keyframes: set[int] = frozenset({0}),  # type: ignore[assignment]
+    keyframes: AbstractSet[int] = frozenset({0}),
     size: tuple[int, int] = (640, 480),
 ) -> list[JitterFrame]:
     """One encoded frame per colour, as the receiver's jitter buffer hands them over

@@ -16,6 +16,24 @@ from testkit.server_process import ServerProcess, is_setting
 from testkit.speech import make_speech
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts a server process is an ``e2e`` test: one that uses ``start_server``
+    (directly or through another fixture) without the mark stops the run, so that
+    ``-m "not e2e"`` stays fast."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "start_server" in getattr(item, "fixturenames", ())
+        and item.get_closest_marker("e2e") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests start a server (start_server) but are not marked e2e "
+            "(add pytestmark = pytest.mark.e2e or @pytest.mark.e2e):\n  " + "\n  ".join(unmarked)
+        )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Apps built in-process read the environment too: none of the developer's settings

@@ -127,6 +127,7 @@ def test_parley_agent_unset_means_no_agent() -> None:
     assert configured_agent({"PARLEY_AGENT": "  "}) is None
 
 
+@pytest.mark.e2e
 def test_python_m_server_refuses_a_broken_agent_file_with_file_and_line(tmp_path: Path) -> None:
     path = write(tmp_path, "broken.py", "from pipeline.agent import Agent\nagent = Agent(\n")
     env = {"PARLEY_AGENT": str(path), "PATH": "/usr/bin:/bin"}

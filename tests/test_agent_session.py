@@ -21,6 +21,8 @@ from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 CHAT = "/v1/chat/completions"
 AGENT = Path(__file__).parent / "agent_files" / "front_desk.py"
 
@@ -63,17 +65,13 @@ async def test_the_agents_tool_is_offered_called_and_answered(
     stub.reset()
     lookup = ToolCall("get_order_status", {"order_id": "A7"}, id="call_lookup")
     stub.script_chat(ChatReply(tool_calls=(lookup,)), "Your order A7 has shipped.")
-    client = RTCTestClient(agent_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(agent_server.url) as client:
         client.send_rtvi("send-text", {"content": "Where is my order A7?"})
         first, second = (await chat_requests(stub, 2))[:2]
         await client.wait_for(lambda m: m.get("type") == "bot-llm-stopped")
         state = await client.request("state", {"q": 1})
         turns = server_messages(client, "turn")
         starts = server_messages(client, "start")
-    finally:
-        await client.close()
     assert first["messages"][0] == {"role": "system", "content": "You are the front desk."}
     offered = {t["function"]["name"]: t["function"] for t in first["tools"]}
     order = offered["get_order_status"]
@@ -106,17 +104,13 @@ async def test_a_handoff_changes_instructions_and_tools_and_keeps_the_conversati
         ChatReply(tool_calls=(start_return,)),
         "Your return is started.",
     )
-    client = RTCTestClient(agent_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(agent_server.url) as client:
         client.send_rtvi("send-text", {"content": "I want to return order B2."})
         await chat_requests(stub, 2)
         await client.wait_for(lambda m: m.get("type") == "bot-llm-stopped")
         client.send_rtvi("send-text", {"content": "Yes, B2 please."})
         bodies = await chat_requests(stub, 4)
         state = await client.request("state")
-    finally:
-        await client.close()
     first, after = bodies[0], bodies[1]
     assert "transfer_to_returns" in tool_names(first)
     assert after["messages"][0] == {"role": "system", "content": "You are the returns desk."}
@@ -134,9 +128,7 @@ async def test_a_tool_ends_the_call_after_the_goodbye_and_the_end_hook_runs(
 ) -> None:
     stub.reset()
     stub.script_chat(ChatReply(tool_calls=(ToolCall("end_call", {}, id="call_end"),)))
-    client = RTCTestClient(agent_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(agent_server.url) as client:
         client.send_rtvi("send-text", {"content": "That's all, bye."})
         goodbye = await client.wait_for(
             lambda m: m.get("type") == "bot-tts-text" and "Goodbye" in m["data"]["text"]
@@ -145,8 +137,6 @@ async def test_a_tool_ends_the_call_after_the_goodbye_and_the_end_hook_runs(
         pc_id = client.pc_id
         out = hook_dir / f"{pc_id}.json"
         assert await stub.wait_for(out.exists, within=15)
-    finally:
-        await client.close()
     assert goodbye
     record = json.loads(out.read_text())
     assert record["reason"] == "ended by the agent"

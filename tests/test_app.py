@@ -7,8 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ROOT, ServerProcess
+
+pytestmark = pytest.mark.e2e
 
 
 async def test_sigterm_closes_every_session_and_exits_cleanly(start_server) -> None:

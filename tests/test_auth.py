@@ -56,6 +56,7 @@ def keyed_client(server: ServerProcess, key: str) -> RTCTestClient:
     return client
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("method", "path", "body"), PROTECTED_ROUTES)
 @pytest.mark.parametrize(
     "headers",
@@ -72,6 +73,7 @@ async def test_protected_routes_need_a_valid_key(
     assert "API key" in response.json()["error"]
 
 
+@pytest.mark.e2e
 async def test_health_and_docs_stay_open(http: httpx.AsyncClient) -> None:
     assert (await http.get("/health")).status_code == 200
     spec = (await http.get("/openapi.json")).json()
@@ -79,6 +81,7 @@ async def test_health_and_docs_stay_open(http: httpx.AsyncClient) -> None:
     assert "401" in spec["paths"]["/api/offer"]["post"]["responses"]
 
 
+@pytest.mark.e2e
 async def test_each_key_works(http: httpx.AsyncClient) -> None:
     for key in (ALPHA, BETA):
         response = await http.post("/start", json={}, headers=bearer(key))
@@ -86,6 +89,7 @@ async def test_each_key_works(http: httpx.AsyncClient) -> None:
         assert (await http.get("/api/sessions", headers=bearer(key))).status_code == 200
 
 
+@pytest.mark.e2e
 async def test_another_key_cannot_touch_a_session(
     keyed: ServerProcess, http: httpx.AsyncClient
 ) -> None:
@@ -129,6 +133,7 @@ async def test_another_key_cannot_touch_a_session(
         await intruder.close()
 
 
+@pytest.mark.e2e
 async def test_transcripts_and_history_belong_to_their_key(
     keyed: ServerProcess, http: httpx.AsyncClient
 ) -> None:
@@ -150,6 +155,7 @@ async def test_transcripts_and_history_belong_to_their_key(
         await owner.close()
 
 
+@pytest.mark.e2e
 async def test_a_start_session_id_belongs_to_its_key(
     keyed: ServerProcess, http: httpx.AsyncClient
 ) -> None:
@@ -169,6 +175,7 @@ async def test_a_start_session_id_belongs_to_its_key(
         await owner.close()
 
 
+@pytest.mark.e2e
 async def test_a_made_up_pc_id_is_never_adopted(keyed: ServerProcess) -> None:
     """Ids are the server's (128 random bits), even when a restart names one."""
     client = keyed_client(keyed, ALPHA)
@@ -207,6 +214,7 @@ def test_every_key_is_compared_whichever_matches(monkeypatch: pytest.MonkeyPatch
     assert not auth.ApiKeys([]).enabled
 
 
+@pytest.mark.e2e
 async def test_cors_preflight_and_errors_carry_the_allowed_origin(
     http: httpx.AsyncClient,
 ) -> None:
@@ -236,6 +244,7 @@ async def test_cors_preflight_and_errors_carry_the_allowed_origin(
     assert "access-control-allow-origin" not in simple.headers
 
 
+@pytest.mark.e2e
 async def test_without_settings_the_server_is_open_and_same_origin(server: ServerProcess) -> None:
     async with httpx.AsyncClient(base_url=server.url) as http:
         response = await http.post("/start", json={}, headers={"Origin": ORIGIN})

@@ -33,6 +33,9 @@ from testkit.openai_stub import OpenAIStub
 from testkit.speech import espeak
 from testkit.vad_feed import frames
 
+# e2e for its cost: whole calls in real time with the real VAD (~20 s).
+pytestmark = pytest.mark.e2e
+
 ANSWER = "Once upon a time there was a small robot. It lived in a lighthouse by the sea."
 
 

@@ -16,6 +16,8 @@ from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
 from testkit.turn_clips import TurnClip, complete_clip, write_wav
 
+pytestmark = pytest.mark.e2e
+
 STORY = (
     "Once upon a time there was a small robot who lived in a lighthouse by the sea. "
     "Every night it polished the great lamp until it shone like a star. "

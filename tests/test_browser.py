@@ -22,6 +22,8 @@ from playwright.sync_api import Page, expect
 from testkit.browser import chromium, open_page
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 # RMS (samples in -1..1) above which received bot audio counts as sound: the page's own threshold.
 AUDIBLE = 0.01
 # How long the spoken question may take to be answered (STT, LLM, TTS on two cores).

@@ -19,6 +19,8 @@ from testkit.browser import chromium, open_page
 from testkit.openai_stub import OpenAIStub
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 CHAT = "/v1/chat/completions"
 
 

@@ -22,6 +22,8 @@ from testkit.browser import chromium, open_page
 from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def silence_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -36,11 +38,8 @@ def silence_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def stub_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -> ServerProcess:
-    return start_server(
-        llm="openai", stt="openai", tts="openai",
-        openai_base_url=stub.base_url, openai_api_key=stub.api_key,
-        demo_tools="true",  # research_topic, the demo async tool
-    )  # fmt: skip
+    # demo_tools: research_topic, the demo async tool
+    return start_server(**stub.server_settings(demo_tools="true"))
 
 
 def session(server: ServerProcess) -> dict[str, Any]:

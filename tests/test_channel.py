@@ -10,6 +10,8 @@ import pytest
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 
 def errors(client: RTCTestClient) -> list[dict]:
     return [m for m in client.messages if m.get("type") in ("error", "error-response")]
@@ -82,15 +84,11 @@ async def test_client_ready_with_unsupported_version(
 
 
 async def test_client_ready_accepts_protocol_1(server: ServerProcess) -> None:
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         msg_id = client.send_rtvi("client-ready", {"version": "1.0.0", "about": {"library": "o"}})
         ready = await client.wait_for(lambda m: m.get("type") == "bot-ready" and m["id"] == msg_id)
         assert ready["data"]["about"]["library"] == "parley"
         assert not [m for m in errors(client) if m.get("id") == msg_id]
-    finally:
-        await client.close()
 
 
 async def test_track_status_signalling_is_recorded(

@@ -18,6 +18,8 @@ from server.media.channel_signalling import MAX_RECEIVERS
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
@@ -125,9 +127,7 @@ async def test_app_data_nested_too_deep_is_refused(server: ServerProcess) -> Non
 
 
 async def test_rejected_messages_are_recorded_as_counts(server: ServerProcess) -> None:
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         for _ in range(30):
             client.send_raw("{not json")
         client.send_raw(json.dumps({"label": "rtvi-ai", "type": "x", "data": "a" * 70000}))
@@ -136,8 +136,6 @@ async def test_rejected_messages_are_recorded_as_counts(server: ServerProcess) -
         async with httpx.AsyncClient() as http:
             await http.delete(f"{server.url}/api/sessions/{client.pc_id}")
             record = (await http.get(f"{server.url}/api/sessions/{client.pc_id}/transcript")).json()
-    finally:
-        await client.close()
     assert not record["live"]
     types = [e["type"] for e in record["events"]]
     assert "rtvi-error" not in types, "not an event (and a disk write) per message"

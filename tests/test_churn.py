@@ -12,8 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bench.churn import KINDS, churn, start_stack
+
+pytestmark = pytest.mark.e2e
 
 
 async def test_thirty_sessions_leave_nothing_behind(tmp_path: Path) -> None:

@@ -132,20 +132,17 @@ def test_every_log_sink_is_added_without_diagnose() -> None:
 # -- a real server --------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_a_deep_message_and_an_odd_version_are_answered_and_never_logged_as_errors(
     server: ServerProcess,
 ) -> None:
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         deep = client.send_rtvi("client-message", {"t": "echo", "d": nested(600, "hush-7c1")})
         refused = await client.wait_for(lambda m: m.get("id") == deep, within=5)
         ready = client.send_rtvi("client-ready", {"version": "\u00b2.0.0"})
         odd = await client.wait_for(lambda m: m.get("id") == ready, within=5)
         echoed = await client.request("echo", nested(20))
         await asyncio.sleep(0.5)
-    finally:
-        await client.close()
     assert refused["type"] == "error-response"
     assert refused["data"]["error"] == "JSON nested deeper than 32 levels"
     assert odd["type"] == "error-response" and "invalid RTVI version" in odd["data"]["error"]

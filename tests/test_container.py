@@ -11,6 +11,8 @@ import yaml
 
 from testkit.dev_tools import run_dev_tool
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILES = sorted(p.name for p in ROOT.glob("Dockerfile*"))
 

@@ -219,10 +219,9 @@ def limited(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     return start_server(**LIMITS)
 
 
+@pytest.mark.e2e
 async def test_a_flood_of_typed_text_stays_within_every_budget(limited: ServerProcess) -> None:
-    client = RTCTestClient(limited.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(limited.url) as client:
         queued = {"run_immediately": False}
         for i in range(60):  # 600 characters, about 160 tokens each: 9,600 in all
             client.send_rtvi("send-text", {"content": f"{i} " + "w" * 600, "options": queued})
@@ -239,8 +238,6 @@ async def test_a_flood_of_typed_text_stays_within_every_budget(limited: ServerPr
             described = (await http.get(f"/api/sessions/{client.pc_id}")).json()
             await http.delete(f"/api/sessions/{client.pc_id}")
             record = (await http.get(f"/api/sessions/{client.pc_id}/transcript")).json()
-    finally:
-        await client.close()
     conversation = described["conversation"]
     assert conversation["context"]["tokens"] <= 4000 < 60 * 160
     assert len(conversation["transcript"]) == 5

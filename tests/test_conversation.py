@@ -17,9 +17,12 @@ import numpy as np
 from pipeline.context.llm_context import LLMContext
 from pipeline.context.summarizer import ContextSummarizer, SummarizerConfig
 from pipeline.conversation import Conversation
+from pipeline.conversation_params import ConversationParams
 from pipeline.events import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
+    BotText,
+    BotTextStarted,
     Event,
     Interruption,
     LLMResponseEnded,
@@ -91,9 +94,8 @@ class Harness(Running):
         self.track = PacedAudioTrack()
         self.context = LLMContext([{"role": "system", "content": "Be brief."}])
         # Barge-in cancels at once here; pausing first is tested in test_barge_in.py.
-        self.conv = Conversation(
-            self.context, llm, self.tts, self.track, pause_on_interruption=False
-        )
+        params = ConversationParams(pause_on_interruption=False)
+        self.conv = Conversation(self.context, llm, self.tts, self.track, params)
         self.track.listener = self.conv
         self.seen: list[Event] = []
         for kind in (BotStartedSpeaking, BotStoppedSpeaking, Interruption, LLMResponseEnded,
@@ -119,9 +121,12 @@ async def test_an_answer_is_spoken_whole_and_recorded() -> None:
 
 async def test_barge_in_cancels_the_turn_and_keeps_only_what_was_spoken() -> None:
     async with Harness(ScriptedLLM()) as h:
+        for kind in (BotText, BotTextStarted):
+            h.conv.events.on(kind, h.seen.append)
         h.conv.user.add_text("What is the weather?")
-        await h.until(BotStartedSpeaking)
-        await asyncio.sleep(0.4)  # "Sure." has played; the next sentence is under way
+        # "Sure." has played; the next sentence is under way.
+        await h.until(BotText)
+        await h.until(BotTextStarted, count=2)
         now = time.monotonic()
         h.conv.feed(SpeechStarted(now))  # the VAD hears the user: a turn, with barge-in
         # At once, in the same step: audio gone, the turn cancelled, the message closed.

@@ -57,7 +57,9 @@ async def test_a_held_reply_is_invisible_until_the_turn_ends_then_plays_at_once(
         stopped = next(e for e in call.seen if isinstance(e, UserTurnStopped))
         started = next(e for e in call.seen if isinstance(e, BotStartedSpeaking))
         assert stopped.t == pytest.approx(end + 0.5, abs=0.06)
-        assert started.t - stopped.t < 0.1, "the answer was ready when the turn ended"
+        # The answer was ready when the turn ended: it starts without an LLM round trip
+        # (generous: a loaded machine delays the playout task, not the order).
+        assert started.t - stopped.t < 0.5, "the answer was ready when the turn ended"
         kinds = call.kinds()
         assert kinds.index(UserTurnStopped) < kinds.index(LLMResponseStarted)
         assert PreemptiveReplyEnded(used=True) in call.seen

@@ -225,6 +225,7 @@ async def echo_flood(client: RTCTestClient, kb: int, per_second: float, stop: An
         await asyncio.sleep(1 / per_second)
 
 
+@pytest.mark.e2e
 async def test_a_client_that_acknowledges_nothing_is_closed(stalling: ServerProcess) -> None:
     hostile, bystander = await connected(stalling)
     try:
@@ -240,6 +241,7 @@ async def test_a_client_that_acknowledges_nothing_is_closed(stalling: ServerProc
     assert_no_errors_logged(stalling)
 
 
+@pytest.mark.e2e
 async def test_a_client_that_reads_too_little_is_closed_at_its_budget(
     budgeted: ServerProcess,
 ) -> None:
@@ -266,6 +268,7 @@ async def test_a_client_that_reads_too_little_is_closed_at_its_budget(
     assert_no_errors_logged(budgeted)
 
 
+@pytest.mark.e2e
 async def test_a_huge_message_is_aborted_early(stalling: ServerProcess) -> None:
     hostile, bystander = await connected(stalling)
     try:
@@ -283,6 +286,7 @@ async def test_a_huge_message_is_aborted_early(stalling: ServerProcess) -> None:
     assert_no_errors_logged(stalling)
 
 
+@pytest.mark.e2e
 async def test_text_that_is_not_utf8_is_refused_and_the_session_stays(
     stalling: ServerProcess,
 ) -> None:
@@ -299,6 +303,7 @@ async def test_text_that_is_not_utf8_is_refused_and_the_session_stays(
     assert_no_errors_logged(stalling)
 
 
+@pytest.mark.e2e
 async def test_extra_channels_are_closed_and_replies_stay_on_chat(
     stalling: ServerProcess,
 ) -> None:

@@ -23,17 +23,14 @@ async def offered_tools(server: ServerProcess, stub: OpenAIStub) -> list[str]:
     """The names of the tools the LLM request of one text turn carried."""
     stub.reset()
     stub.script_chat("It is noon.")
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         client.send_rtvi("send-text", {"content": "What time is it?"})
         assert await stub.wait_for(lambda: bool(stub.requests(CHAT)), within=10)
-    finally:
-        await client.close()
     body = stub.requests(CHAT)[0].body
     return [tool["function"]["name"] for tool in body.get("tools", [])]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("setting", "offered"), [(None, False), ("true", True)])
 async def test_the_demo_tool_is_offered_only_when_asked_for(
     start_server: Callable[..., ServerProcess],

@@ -151,6 +151,7 @@ def in_cluster_config(dns: DNSServer, port: int) -> str:
     return config.replace("${REPLICAS_DOMAIN}:7860", f"${{REPLICAS_DOMAIN}}:{port}")
 
 
+@pytest.mark.e2e
 def test_it_routes_every_session_to_the_pod_named_in_its_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

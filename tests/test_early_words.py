@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from pipeline.aggregators.user import UserAggregator
+from pipeline.aggregators.user_messages import UserAggregator
 from pipeline.context.llm_context import LLMContext
 from pipeline.events import (
     Event,

@@ -21,6 +21,8 @@ import pytest
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 AGENT = Path(__file__).parent / "agent_files" / "weather_desk.py"
 
 
@@ -80,9 +82,7 @@ def test_the_start_reads_the_first_prompt_and_uses_qwen(qwen_server: ServerProce
 async def test_the_agent_tool_and_the_clock_are_called_offline(
     qwen_server: ServerProcess,
 ) -> None:
-    client = RTCTestClient(qwen_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(qwen_server.url) as client:
         since = await ask(client, "What's the weather like in Paris today?")
         assert any(c.get("function_name") == "get_weather" for c in calls(client))
         answer = spoken(client, since)
@@ -92,5 +92,3 @@ async def test_the_agent_tool_and_the_clock_are_called_offline(
         assert clock, (calls(client), spoken(client, since))
         everything = spoken(client, 0)
         assert "{" not in everything and "```" not in everything, everything
-    finally:
-        await client.close()

@@ -87,13 +87,13 @@ async def test_retries_log_each_failure_once(log_lines: list[str]) -> None:
 # -- through a real server -------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_an_llm_error_body_never_reaches_the_client(
     start_server: Callable[..., ServerProcess], stub: OpenAIStub
 ) -> None:
     server = start_server(
-        llm="openai", stt="openai", tts="openai", openai_base_url=stub.base_url,
-        openai_api_key=stub.api_key, tools_enabled="false", circuit_failure_threshold="0",
-    )  # fmt: skip
+        **stub.server_settings(tools_enabled="false", circuit_failure_threshold="0")
+    )
 
     stub.reset()
     client = RTCTestClient(server.url)

@@ -121,6 +121,7 @@ def test_the_index_and_the_guide_link_to_what_exists() -> None:
 # -- the bike shop -----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_bike_shop_keeps_state_across_tool_calls_of_one_call_only(
     bike_shop_server: ServerProcess, stub: OpenAIStub
 ) -> None:
@@ -136,14 +137,10 @@ async def test_bike_shop_keeps_state_across_tool_calls_of_one_call_only(
         ChatReply(tool_calls=(book,)),
         "You're booked in for Tuesday at ten.",
     )
-    client = RTCTestClient(bike_shop_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(bike_shop_server.url) as client:
         client.send_rtvi("send-text", {"content": "My e-bike A1043 skips gears, can I book in?"})
         bodies = await chat_requests(stub, 3)
         await client.wait_for(lambda m: m.get("type") == "bot-llm-stopped")
-    finally:
-        await client.close()
     assert bodies[0]["messages"][0]["content"].startswith("You are the front desk of")
     found = tool_result(bodies[1], "call_lookup")
     assert found["found"] is True and found["order_id"] == "A1043"
@@ -155,17 +152,14 @@ async def test_bike_shop_keeps_state_across_tool_calls_of_one_call_only(
 
     stub.reset()  # a new call starts with empty state
     stub.script_chat(ChatReply(tool_calls=(book,)), "Booked.")
-    other = RTCTestClient(bike_shop_server.url)
-    try:
-        await other.connect()
+    async with RTCTestClient(bike_shop_server.url) as other:
         other.send_rtvi("send-text", {"content": "Can I book a service on Tuesday at ten?"})
         bodies = await chat_requests(stub, 2)
-    finally:
-        await other.close()
     booked = tool_result(bodies[1], "call_book")
     assert booked["booked"] is True and "order_id" not in booked
 
 
+@pytest.mark.e2e
 async def test_bike_shop_hands_off_to_returns_which_reads_the_order_from_the_state(
     bike_shop_server: ServerProcess, stub: OpenAIStub
 ) -> None:
@@ -180,16 +174,12 @@ async def test_bike_shop_hands_off_to_returns_which_reads_the_order_from_the_sta
         ChatReply(tool_calls=(start_return,)),
         "Your return R-A1047 is started.",
     )
-    client = RTCTestClient(bike_shop_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(bike_shop_server.url) as client:
         client.send_rtvi("send-text", {"content": "I'd like to return order A1047."})
         await chat_requests(stub, 3)
         await client.wait_for(lambda m: m.get("type") == "bot-llm-stopped")
         client.send_rtvi("send-text", {"content": "It's the wrong size."})
         bodies = await chat_requests(stub, 5)
-    finally:
-        await client.close()
     desk, returns = bodies[1], bodies[2]
     assert desk["messages"][0]["content"].startswith("You are the front desk of")
     assert returns["messages"][0]["content"].startswith("You are the returns desk of")
@@ -209,6 +199,7 @@ async def test_bike_shop_hands_off_to_returns_which_reads_the_order_from_the_sta
     assert "agent=returns" in line and "'return_id': 'R-A1047'" in line
 
 
+@pytest.mark.e2e
 async def test_bike_shop_end_call_hangs_up_after_the_goodbye_and_logs_the_call(
     bike_shop_server: ServerProcess, stub: OpenAIStub
 ) -> None:
@@ -218,16 +209,12 @@ async def test_bike_shop_end_call_hangs_up_after_the_goodbye_and_logs_the_call(
         ChatReply(tool_calls=(book,)),
         ChatReply(tool_calls=(ToolCall("end_call", {}, id="call_end"),)),
     )
-    client = RTCTestClient(bike_shop_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(bike_shop_server.url) as client:
         client.send_rtvi("send-text", {"content": "Friday at 1:30 for a flat, then bye."})
         left = await client.wait_for(
             lambda m: m.get("message", {}).get("type") == "peerLeft", within=20
         )
         call_id = client.pc_id
-    finally:
-        await client.close()
     messages = client.messages
     # bot-tts-text comes as a sentence starts playing: the goodbye recaps the booking made
     # by the first tool call, and its last sentence is the last thing said.
@@ -251,6 +238,7 @@ async def test_bike_shop_end_call_hangs_up_after_the_goodbye_and_logs_the_call(
 # -- the MCP store -----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_mcp_store_offers_the_servers_tools_and_returns_its_answers(
     mcp_store_server: ServerProcess, stub: OpenAIStub
 ) -> None:
@@ -266,13 +254,9 @@ async def test_mcp_store_offers_the_servers_tools_and_returns_its_answers(
         ToolCall("check_stock", {"product": "unicycle"}, id="call_none"),
     )
     stub.script_chat(ChatReply(tool_calls=calls), "Riverside has 12 tubes, open till six.")
-    client = RTCTestClient(mcp_store_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(mcp_store_server.url) as client:
         client.send_rtvi("send-text", {"content": "Do you have inner tubes at riverside?"})
         first, second = (await chat_requests(stub, 2))[:2]
-    finally:
-        await client.close()
     tools = offered(first)
     assert tools["check_stock"]["description"].startswith("Find products by name")
     assert tools["store_hours"]["parameters"]["properties"]["store"]["enum"] == [
@@ -291,6 +275,7 @@ async def test_mcp_store_offers_the_servers_tools_and_returns_its_answers(
 # -- the page ----------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_page_serves_its_own_static_folder(page_server: ServerProcess) -> None:
     index = httpx.get(f"{page_server.url}/", timeout=5)
     assert index.status_code == 200 and "Spoke &amp; Chain Cycles" in index.text
@@ -298,6 +283,7 @@ def test_page_serves_its_own_static_folder(page_server: ServerProcess) -> None:
     assert script.status_code == 200 and "llm-function-call-result" in script.text
 
 
+@pytest.mark.e2e
 async def test_page_client_tool_round_trip_and_a_toast_from_a_server_tool(
     page_server: ServerProcess, stub: OpenAIStub
 ) -> None:
@@ -312,9 +298,7 @@ async def test_page_client_tool_round_trip_and_a_toast_from_a_server_tool(
         "It's reserved for you downtown.",
     )
     shown = {"shown": "brompton", "name": "Brompton C Line Explore", "price": 1750}
-    client = RTCTestClient(page_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(page_server.url) as client:
         client.send_rtvi("send-text", {"content": "Show me the Brompton and hold one for me."})
         asked = await client.wait_for(
             lambda m: (
@@ -335,8 +319,6 @@ async def test_page_client_tool_round_trip_and_a_toast_from_a_server_tool(
         )
         toast = await client.wait_for(lambda m: m.get("type") == "ui-command")
         bodies = await chat_requests(stub, 3)
-    finally:
-        await client.close()
     tools = offered(bodies[0])
     assert {"show_product", "set_theme", "reserve_for_pickup"} <= set(tools)
     assert tool_result(bodies[1], "call_show") == shown  # the page's answer reached the LLM
@@ -360,6 +342,7 @@ def silence_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(90)
 def test_the_example_page_runs_the_client_tools_and_shows_the_toast_in_a_browser(
     page_server: ServerProcess, stub: OpenAIStub, silence_wav: Path, tmp_path: Path

@@ -46,6 +46,9 @@ from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient, split_candidates
 from testkit.server_process import ServerProcess
 
+# e2e for its cost: thousands of generated inputs (~25 s), and a real server for one test.
+pytestmark = pytest.mark.e2e
+
 KEY = "fuzz-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 ORIGIN = "https://allowed.example.test"
@@ -371,10 +374,10 @@ def stub_server(start_server: Callable[..., ServerProcess]) -> Iterator[ServerPr
     """Models at the OpenAI stub, so that a valid send-text really runs a bot turn."""
     with OpenAIStub() as stub:
         yield start_server(
-            stt="openai", llm="openai", tts="openai",
-            openai_base_url=stub.base_url, openai_api_key=stub.api_key,
-            message_rate="100000", message_burst="100000", max_text_chars="200",
-        )  # fmt: skip
+            **stub.server_settings(
+                message_rate="100000", message_burst="100000", max_text_chars="200"
+            )
+        )
 
 
 @pytest.fixture

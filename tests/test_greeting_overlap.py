@@ -29,6 +29,8 @@ from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
 from testkit.turn_clips import TurnClip, complete_clip, write_wav
 
+pytestmark = pytest.mark.e2e
+
 GREETING = "Hello! How can I help you today?"
 ANSWER = "The answer is forty two."
 CHAT = "/v1/chat/completions"

@@ -43,16 +43,18 @@ def newest_first() -> list[str]:
 @pytest.mark.parametrize("limit", [1, 2, 3, 4])
 async def test_pages_cut_through_a_tie_without_skipping(store: TranscriptStore, limit: int) -> None:
     seen: list[str] = []
-    page = await store.list(limit=limit)
+    page = await store.list_sessions(limit=limit)
     while page:
         seen += [s.id for s in page]
         last = page[-1]
-        page = await store.list(limit=limit, before=last.started_at.timestamp(), before_id=last.id)
+        page = await store.list_sessions(
+            limit=limit, before=last.started_at.timestamp(), before_id=last.id
+        )
     assert seen == newest_first()
 
 
 async def test_before_alone_still_means_strictly_earlier(store: TranscriptStore) -> None:
-    assert [s.id for s in await store.list(before=T0)] == ["a3", "a2", "a1"]
+    assert [s.id for s in await store.list_sessions(before=T0)] == ["a3", "a2", "a1"]
 
 
 def test_http_history_hands_out_a_cursor_that_pages_through_a_tie() -> None:

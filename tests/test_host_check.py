@@ -87,6 +87,7 @@ def test_any_host_when_bound_to_every_interface_without_a_list() -> None:
         assert http.get("/health", headers={"Host": REBIND}).status_code == 200
 
 
+@pytest.mark.e2e
 def test_a_real_server_refuses_the_rebinding_host(
     start_server: Callable[..., ServerProcess],
 ) -> None:

@@ -55,6 +55,7 @@ def guarded(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     return start_server(http_request_timeout="2", http_max_connections_per_address="8")
 
 
+@pytest.mark.e2e
 def test_half_sent_heads_and_bodies_are_answered_408_and_closed(guarded: ServerProcess) -> None:
     head = half_sent(guarded.port)
     body = half_sent(
@@ -71,6 +72,7 @@ def test_half_sent_heads_and_bodies_are_answered_408_and_closed(guarded: ServerP
     assert took < BOUND and received == b"", "an idle connection is closed, unanswered"
 
 
+@pytest.mark.e2e
 def test_a_flood_from_one_address_is_capped_and_a_real_request_still_answered(
     guarded: ServerProcess,
 ) -> None:
@@ -88,6 +90,7 @@ def test_a_flood_from_one_address_is_capped_and_a_real_request_still_answered(
     assert "ERROR" not in guarded.log() and "Traceback" not in guarded.log()
 
 
+@pytest.mark.e2e
 def test_the_429_says_why(guarded: ServerProcess) -> None:
     held = [half_sent(guarded.port) for _ in range(8)]
     try:
@@ -99,6 +102,7 @@ def test_the_429_says_why(guarded: ServerProcess) -> None:
             sock.close()
 
 
+@pytest.mark.e2e
 def test_past_the_total_cap_a_real_request_replaces_the_oldest_slow_one(
     start_server: Callable[..., ServerProcess],
 ) -> None:
@@ -115,6 +119,7 @@ def test_past_the_total_cap_a_real_request_replaces_the_oldest_slow_one(
             sock.close()
 
 
+@pytest.mark.e2e
 def test_a_complete_request_in_pieces_within_the_deadline_is_served(
     guarded: ServerProcess,
 ) -> None:
@@ -133,6 +138,7 @@ def keyed(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     return start_server(api_keys=KEY)
 
 
+@pytest.mark.e2e
 def test_with_keys_an_anonymous_health_says_only_status_and_version(keyed: ServerProcess) -> None:
     anonymous = httpx.get(f"{keyed.url}/health", timeout=5)
     assert anonymous.status_code == 200
@@ -143,6 +149,7 @@ def test_with_keys_an_anonymous_health_says_only_status_and_version(keyed: Serve
     assert wrong.status_code == 401 and wrong.json()["error"] == "the API key is not valid"
 
 
+@pytest.mark.e2e
 def test_with_keys_an_anonymous_ready_says_only_ready(keyed: ServerProcess) -> None:
     anonymous = httpx.get(f"{keyed.url}/ready", timeout=5)
     assert anonymous.status_code == 200 and anonymous.json() == {"status": "ready"}
@@ -160,6 +167,7 @@ def _starts(server: ServerProcess, forwarded: list[str]) -> list[int]:
     ]
 
 
+@pytest.mark.e2e
 def test_forwarded_addresses_are_not_believed_by_default(
     start_server: Callable[..., ServerProcess],
 ) -> None:
@@ -167,6 +175,7 @@ def test_forwarded_addresses_are_not_believed_by_default(
     assert _starts(server, ["203.0.113.1", "203.0.113.2"]) == [200, 429]
 
 
+@pytest.mark.e2e
 def test_forwarded_addresses_are_believed_from_a_trusted_proxy(
     start_server: Callable[..., ServerProcess],
 ) -> None:

@@ -312,9 +312,9 @@ async def test_a_hanging_server_times_out_without_stalling_other_calls(endpoint:
         [slow, quick], ("slow", {}), ("quick", {"n": 1}), ("quick", {"n": 2})
     )
     assert "timed out" in hung.result["error"]
-    assert 0.45 < hung.at < 1.5
+    assert 0.45 < hung.at < 10  # its timeout, not a hang (generous: a loaded machine)
     assert [a.result["json"] for a in answered] == [{"n": 1}, {"n": 2}]
-    assert max(a.at for a in answered) < 0.4, "the others did not wait for the hanging one"
+    assert max(a.at for a in answered) < hung.at, "the others did not wait for the hanging one"
 
 
 async def test_a_huge_body_is_truncated_at_the_bound(endpoint: Endpoint) -> None:

@@ -24,6 +24,8 @@ from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ROOT, ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 CHAT = "/v1/chat/completions"
 SECRET = "s3cret-token-value"
 
@@ -91,13 +93,9 @@ async def test_an_http_tool_is_offered_called_with_the_secret_and_answered(
     Backend.seen.clear()
     call = ToolCall("check_stock", {"sku": "BK-42"}, id="call_stock")
     stub.script_chat(ChatReply(tool_calls=(call,)), "We have four.")
-    client = RTCTestClient(http_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(http_server.url) as client:
         client.send_rtvi("send-text", {"content": "Do you have BK-42?"})
         assert await stub.wait_for(lambda: len(stub.requests(CHAT)) >= 2, within=15)
-    finally:
-        await client.close()
     first, second = (r.body for r in stub.requests(CHAT)[:2])
     offered = {t["function"]["name"]: t["function"] for t in first["tools"]}
     assert offered["check_stock"]["parameters"]["required"] == ["sku"]

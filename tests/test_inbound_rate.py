@@ -142,6 +142,7 @@ def capped(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     return start_server(liveness_timeout="10")
 
 
+@pytest.mark.e2e
 async def test_a_packet_flood_is_capped_before_decoding_and_the_session_goes_on(
     capped: ServerProcess,
 ) -> None:

@@ -19,6 +19,8 @@ from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
 from testkit.turn_clips import RATE, TurnClip, complete_clip, write_wav
 
+pytestmark = pytest.mark.e2e
+
 STORY = (
     "Once upon a time there was a small robot who lived in a lighthouse by the sea. "
     "Every night it polished the great lamp until it shone like a star. "
@@ -81,9 +83,7 @@ async def test_a_backchannel_does_not_cut_the_bot_off(
 ) -> None:
     resumed = metric(server, 'parley_bot_pauses_total{outcome="resumed"}')
     chats = len(models.requests("/v1/chat/completions"))
-    client = RTCTestClient(server.url, jitter_frames=1)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url, jitter_frames=1) as client:
         await story_started(client)
         onset = await say(client, ear, complete_clip("Mhm.", "hibari"), tmp_path)
         await asyncio.sleep(2.5)
@@ -95,8 +95,6 @@ async def test_a_backchannel_does_not_cut_the_bot_off(
         assert len(models.requests("/v1/chat/completions")) == chats + 1  # no new answer
         assert client.types().count("user-stopped-speaking") == 1
         pc_id = client.pc_id
-    finally:
-        await client.close()
     async with httpx.AsyncClient() as http:
         record = (await http.get(f"{server.url}/api/sessions/{pc_id}/transcript")).json()
     assert [t["role"] for t in record["turns"]] == ["user", "assistant"]  # "mhm" is no turn
@@ -111,15 +109,11 @@ async def test_a_cough_does_not_cut_the_bot_off(
     burst = rng.normal(0, 1, round(0.25 * RATE)) * np.exp(-np.arange(round(0.25 * RATE)) / 1200)
     cough = (6000 * burst).astype(np.int16)
     clip = TurnClip("cough", "noise", "complete", "", cough, [])
-    client = RTCTestClient(server.url, jitter_frames=1)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url, jitter_frames=1) as client:
         await story_started(client)
         await say(client, ear, clip, tmp_path)
         await asyncio.sleep(2.5)
         assert "bot-interrupted" not in client.types()
-    finally:
-        await client.close()
 
 
 async def test_a_real_barge_in_stops_the_bot_at_once_and_is_answered(
@@ -133,16 +127,21 @@ async def test_a_real_barge_in_stops_the_bot_at_once_and_is_answered(
         clip = complete_clip("Wait, stop. Tell me about the weather instead.", "espeak")
         onset = await say(client, ear, clip, tmp_path)
         await client.wait_for(lambda m: m.get("type") == "bot-interrupted", within=10)
-        # The quiet is heard a moment after the server goes quiet: wait for it to arrive
-        # (under load, later), then check the bot stopped while the user was still talking.
-        # How fast is measured by bench/interruptions.py, not asserted here.
-        silent = await quiet_after(client, onset)
-        assert silent is not None and silent - onset < clip.stretches[-1][1]
+        # The bot went quiet (heard a moment after the server goes quiet: wait for it to
+        # arrive, under load later). How fast is measured by bench/interruptions.py, not
+        # asserted here (a loaded machine delays the audio).
+        silent = await quiet_after(client, onset, within=30)
+        assert silent is not None, "the bot's audio never went quiet"
         # The STT hears it without the commas.
         said = await client.wait_for(
             lambda m: m.get("type") == "user-llm-text" and "weather" in m["data"]["text"],
             within=10,
         )
+        # The bot stopped while the user was still talking: the interruption came before
+        # the user's speech ended (its last stop).
+        names = client.types()
+        last_stop = len(names) - 1 - names[::-1].index("user-stopped-speaking")
+        assert names.index("bot-interrupted") < last_stop, names
         # The question reaches the LLM (waited for above by its key word). Its exact words
         # are not checked: the test's STT places the utterance by matching energy envelopes
         # of echo-cancelled audio, which a loaded machine shifts by a word or two; word
@@ -165,9 +164,7 @@ async def test_the_bots_own_echo_never_interrupts_it_and_a_barge_in_over_it_does
     ear.clip = None  # what the STT gets here is the bot's own voice
     server = start_server(**settings(models, tts="local"))
     server.wait_models_ready()
-    client = RTCTestClient(server.url, jitter_frames=1, echo=(-10.0, 0.15))
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url, jitter_frames=1, echo=(-10.0, 0.15)) as client:
         client.send_rtvi("send-text", {"content": "Tell me a story.", "options": {}})
         await client.wait_for(lambda m: m.get("type") == "bot-started-speaking", within=20)
         started = time.monotonic()
@@ -184,5 +181,3 @@ async def test_the_bots_own_echo_never_interrupts_it_and_a_barge_in_over_it_does
         await asyncio.sleep(2.0)
         await say(client, ear, complete_clip("Wait, stop. What time is it?", "espeak"), tmp_path)
         await client.wait_for(lambda m: m.get("type") == "bot-interrupted", within=10)
-    finally:
-        await client.close()

@@ -243,11 +243,8 @@ async def test_bad_requests_are_refused() -> None:
 
 @pytest.fixture(scope="module")
 def stub_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -> ServerProcess:
-    return start_server(
-        llm="openai", stt="openai", tts="openai",
-        openai_base_url=stub.base_url, openai_api_key=stub.api_key,
-        demo_tools="true",  # research_topic, the demo async tool
-    )  # fmt: skip
+    # demo_tools: research_topic, the demo async tool
+    return start_server(**stub.server_settings(demo_tools="true"))
 
 
 def group_messages(client: RTCTestClient) -> list[dict[str, Any]]:
@@ -261,6 +258,7 @@ async def wait_kind(client: RTCTestClient, kind: str, within: float = 15.0) -> d
     return msg["data"]
 
 
+@pytest.mark.e2e
 async def test_parallel_async_tool_calls_are_one_job_group_in_order(
     stub_server: ServerProcess, stub: OpenAIStub
 ) -> None:
@@ -297,6 +295,7 @@ async def test_parallel_async_tool_calls_are_one_job_group_in_order(
         stub.reset()
 
 
+@pytest.mark.e2e
 async def test_cancelling_a_group_from_the_client(
     stub_server: ServerProcess, stub: OpenAIStub
 ) -> None:

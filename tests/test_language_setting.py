@@ -28,7 +28,7 @@ from pipeline.events import (
     UserTurnStopped,
 )
 from server.media.outbound_track import PacedAudioTrack
-from server.session.services import build_services
+from server.session.model_services import build_services
 from server.session.voice import VoiceSession
 from server.settings import Settings
 from testkit.openai_stub import OpenAIStub, openai_stub_fixture  # noqa: F401
@@ -37,10 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def stub_settings(stub: OpenAIStub) -> Settings:
-    return Settings(
-        stt="openai", llm="openai", tts="openai", greeting="",
-        openai_base_url=stub.base_url, openai_api_key=stub.api_key,
-    )  # fmt: skip
+    return Settings(**stub.server_settings(greeting=""))
 
 
 @asynccontextmanager
@@ -149,6 +146,7 @@ def test_a_language_must_be_a_two_letter_code(monkeypatch: pytest.MonkeyPatch, v
         Settings()
 
 
+@pytest.mark.e2e
 def test_an_english_only_embedded_stt_and_another_language_stop_the_start() -> None:
     env = {**os.environ, "PARLEY_LANGUAGE": "es", "PARLEY_STT": "local",
            "PARLEY_EMBEDDED_STT": "whisper-tiny.en", "PARLEY_PORT": "1"}  # fmt: skip

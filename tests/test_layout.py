@@ -125,3 +125,36 @@ def package_graph() -> dict[str, set[str]]:
 def test_no_package_cycles() -> None:
     """Layers, not only modules: no package imports one that imports it back."""
     assert cycles(package_graph()) == []
+
+
+# The style guide's budget, as a check: modules of about 400 lines, functions under about
+# 60 (a longer module is two concepts; a longer function, several steps).
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 60
+
+
+def test_modules_and_functions_stay_within_the_size_budget() -> None:
+    long_modules, long_functions = [], []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text()
+            name = str(path.relative_to(ROOT))
+            if text.count("\n") > MAX_MODULE_LINES:
+                long_modules.append(name)
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    size = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if size > MAX_FUNCTION_LINES:
+                        long_functions.append(f"{name}:{node.lineno} {node.name} ({size})")
+    assert long_modules == [] and long_functions == []
+
+
+def test_no_pipeline_module_imports_the_orchestrator() -> None:
+    """Feature modules take what they need (a protocol, a callable), never the conversation."""
+    graph = import_graph()
+    users = sorted(
+        m
+        for m, deps in graph.items()
+        if m.startswith("pipeline.") and "pipeline.conversation" in deps
+    )
+    assert users == []

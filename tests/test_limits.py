@@ -103,6 +103,7 @@ async def real_offer() -> str:
         await client.close()
 
 
+@pytest.mark.e2e
 async def test_sdp_size_and_shape(
     limited: ServerProcess, pair: tuple[RTCTestClient, RTCTestClient]
 ) -> None:
@@ -127,6 +128,7 @@ async def test_sdp_size_and_shape(
         await assert_still_serving(client)
 
 
+@pytest.mark.e2e
 async def test_candidates_per_patch_and_per_session(
     limited: ServerProcess, pair: tuple[RTCTestClient, RTCTestClient]
 ) -> None:
@@ -153,6 +155,7 @@ async def test_candidates_per_patch_and_per_session(
 # -- data-channel limits ------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_message_size_limit(pair: tuple[RTCTestClient, RTCTestClient]) -> None:
     victim, bystander = pair
     victim.send_rtvi("client-message", {"t": "echo", "d": "x" * 1800})  # under 2048 bytes
@@ -169,6 +172,7 @@ async def test_message_size_limit(pair: tuple[RTCTestClient, RTCTestClient]) -> 
     assert errors(bystander) == []
 
 
+@pytest.mark.e2e
 async def test_message_flood_is_dropped_and_reported(
     pair: tuple[RTCTestClient, RTCTestClient],
 ) -> None:
@@ -191,6 +195,7 @@ async def test_message_flood_is_dropped_and_reported(
     assert errors(bystander) == []
 
 
+@pytest.mark.e2e
 async def test_send_text_length(pair: tuple[RTCTestClient, RTCTestClient]) -> None:
     victim, bystander = pair
     queued = {"run_immediately": False}  # adds a user message without running the LLM
@@ -220,6 +225,7 @@ async def wait_gone(server: ServerProcess, pc_id: str | None, within: float = 5.
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.e2e
 async def test_max_session_duration(start_server: Callable[..., ServerProcess]) -> None:
     server = start_server(max_session_seconds="3")
     first, second = RTCTestClient(server.url), RTCTestClient(server.url)
@@ -245,6 +251,7 @@ async def test_max_session_duration(start_server: Callable[..., ServerProcess]) 
 # -- new sessions per address -----------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_new_sessions_per_address(start_server: Callable[..., ServerProcess]) -> None:
     server = start_server(session_rate_per_minute="6", session_burst="3")
     client = RTCTestClient(server.url)

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.services.openai_llm import OpenAILLM
-from server.session.services import build_services
+from server.session.model_services import build_services
 from server.settings import Settings
 from testkit.openai_stub import OpenAIStub, openai_stub_fixture  # noqa: F401
 

@@ -89,6 +89,7 @@ def text_of(chunks: list[Any]) -> str:
     return "".join(c.text for c in chunks if isinstance(c, TextDelta))
 
 
+@pytest.mark.e2e
 async def test_a_question_for_the_clock_becomes_a_call_of_the_clock_tool(qwen: LocalLLM) -> None:
     assert qwen.supports_tools and "Qwen" in qwen.model
     chunks, _ = await ask(qwen, "What time is it right now?")
@@ -101,6 +102,7 @@ async def test_a_question_for_the_clock_becomes_a_call_of_the_clock_tool(qwen: L
     assert usage.cache_read_tokens > 200 and usage.input_tokens - usage.cache_read_tokens < 40
 
 
+@pytest.mark.e2e
 async def test_a_plain_question_is_answered_in_words_as_they_come(qwen: LocalLLM) -> None:
     chunks, text_times = await ask(qwen, "How many legs does a spider have?")
     assert not [c for c in chunks if isinstance(c, ToolCallRequest)], chunks

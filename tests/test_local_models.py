@@ -66,6 +66,7 @@ def dbfs(value: float) -> float:
 # -- STT --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_transcribes_an_espeak_question(models: EmbeddedModels) -> None:
     stt = LocalSTT(models)
     transcript = await stt.transcribe(espeak("What is two plus two?"))
@@ -75,6 +76,7 @@ async def test_transcribes_an_espeak_question(models: EmbeddedModels) -> None:
     assert transcript.processing is not None and transcript.processing > 0  # measured, per call
 
 
+@pytest.mark.e2e
 async def test_silence_transcribes_to_nothing(models: EmbeddedModels) -> None:
     transcript = await LocalSTT(models).transcribe(np.zeros(16000, np.int16))
     assert transcript.text == ""
@@ -83,6 +85,7 @@ async def test_silence_transcribes_to_nothing(models: EmbeddedModels) -> None:
 # -- TTS --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_synthesizes_normalised_int16_speech(models: EmbeddedModels) -> None:
     tts = LocalTTS(models)
     text = "Hello there, how can I help you today?"
@@ -98,6 +101,7 @@ async def test_synthesizes_normalised_int16_speech(models: EmbeddedModels) -> No
     assert dbfs(np.abs(samples).max()) <= PEAK_CEILING_DBFS + 0.01
 
 
+@pytest.mark.e2e
 async def test_closing_tts_early_stops_and_frees_the_worker(models: EmbeddedModels) -> None:
     tts = LocalTTS(models)
     text = " ".join(f"This is sentence number {n}." for n in range(1, 13))
@@ -109,6 +113,7 @@ async def test_closing_tts_early_stops_and_frees_the_worker(models: EmbeddedMode
     assert models.tts.pool.stats().completed == before + 1
 
 
+@pytest.mark.e2e
 async def test_empty_text_synthesizes_nothing(models: EmbeddedModels) -> None:
     assert [pcm async for pcm in LocalTTS(models).synthesize("  ")] == []
 
@@ -116,6 +121,7 @@ async def test_empty_text_synthesizes_nothing(models: EmbeddedModels) -> None:
 # -- LLM --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_llm_streams_an_answer_with_usage(models: EmbeddedModels) -> None:
     llm = LocalLLM(models, max_tokens=40)
     assert llm.supports_tools is False
@@ -149,18 +155,18 @@ async def test_llm_streams_an_answer_with_usage(models: EmbeddedModels) -> None:
     assert stream.duration is not None and stream.duration >= stream.ttfb
 
 
+@pytest.mark.e2e
 async def test_closing_the_llm_stream_stops_generation(models: EmbeddedModels) -> None:
     llm = LocalLLM(models, max_tokens=400)
     messages = [{"role": "user", "content": "Tell me a very long story about a dragon."}]
-    started = time.monotonic()
     async with aclosing(llm.stream(messages)) as chunks:
         async for chunk in chunks:
             if isinstance(chunk, TextDelta):
                 break
-    freed = await wait_until(lambda: models.llm.pool.stats().busy == 0, limit=1.0)
-    # 400 tokens take ~3 s here; the worker is free within a few tokens of the close.
-    assert freed < 0.3, freed
-    assert time.monotonic() - started < 2.0
+    # 400 tokens take ~3 s here; the worker is free within a few tokens of the close, not
+    # after the rest (generous bound: a loaded machine slows every token).
+    freed = await wait_until(lambda: models.llm.pool.stats().busy == 0, limit=10.0)
+    assert freed < 1.5, freed
 
 
 def test_roles_the_template_cannot_take_are_mapped() -> None:

@@ -92,6 +92,7 @@ def models() -> EmbeddedModels:
     return tiny
 
 
+@pytest.mark.e2e
 async def test_the_paris_question_is_heard_without_a_loop(models: EmbeddedModels) -> None:
     # Tiny.en heard this espeak sentence as "...like in Paris in Paris in Paris?".
     transcript = await LocalSTT(models).transcribe(utterance(PARIS, "espeak"))
@@ -116,15 +117,18 @@ def subset_wer(models: EmbeddedModels, voice: str, decoding: Decoding = DEFAULT_
     return wer(pairs)
 
 
+@pytest.mark.e2e
 def test_word_error_rate_on_espeak_subset_stays_under_the_bound(models: EmbeddedModels) -> None:
     assert subset_wer(models, "espeak") < SUBSET_WER_BOUND
 
 
+@pytest.mark.e2e
 def test_old_decoding_is_past_the_bound_on_the_same_subset(models: EmbeddedModels) -> None:
     # The bound means something only if the decoding before the tuning misses it.
     assert subset_wer(models, "espeak", BASELINE_DECODING) >= SUBSET_WER_BOUND
 
 
+@pytest.mark.e2e
 def test_neural_voice_subset_is_nearly_exact(models: EmbeddedModels) -> None:
     assert subset_wer(models, "hibari") <= 0.03
 

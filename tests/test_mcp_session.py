@@ -25,6 +25,8 @@ from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, free_port
 
+pytestmark = pytest.mark.e2e
+
 CHAT = "/v1/chat/completions"
 
 
@@ -71,12 +73,8 @@ async def test_stdio_and_http_tools_are_offered_and_answered(
     add = ToolCall("add", {"a": 2, "b": 3}, id="call_add")
     lookup = ToolCall("inventory_lookup_order", {"order_id": "Z9"}, id="call_lookup")
     stub.script_chat(ChatReply(tool_calls=(add, lookup)), "Five, and Z9 has shipped.")
-    client = RTCTestClient(mcp_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(mcp_server.url) as client:
         first, second = (await ask(client, stub, "Add two and three, and find Z9.", 2))[:2]
-    finally:
-        await client.close()
     offered = {t["function"]["name"]: t["function"] for t in first["tools"]}
     # The built-in get_current_time keeps its name; the stdio server's is prefixed.
     assert "get_current_time" in offered and "orders_get_current_time" in offered
@@ -108,9 +106,7 @@ async def test_a_killed_mcp_process_leaves_the_call_talking_and_comes_back(
         ChatReply(tool_calls=(add,)),
         "Two.",
     )
-    client = RTCTestClient(mcp_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(mcp_server.url) as client:
         bodies = await ask(client, stub, "Which process?", 2)
         pid = int(tool_result(bodies[1], "call_pid")["result"])
         client.send_rtvi("send-text", {"content": "Check slowly."})
@@ -132,8 +128,6 @@ async def test_a_killed_mcp_process_leaves_the_call_talking_and_comes_back(
             within=20,
         )
         bodies = await ask(client, stub, "Add one and one.", 6)
-    finally:
-        await client.close()
     assert "error" in failed and "orders" in json.dumps(failed)
     assert tool_result(bodies[5], "call_add_again") == {"result": 2}
     status = health(mcp_server)["tools"]["mcp"]["orders"]

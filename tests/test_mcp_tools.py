@@ -35,6 +35,8 @@ from pipeline.tools.sources.mcp_results import (
 from testkit.mcp_server import HTTPServerProcess
 from testkit.server_process import free_port
 
+pytestmark = pytest.mark.e2e
+
 SERVER_TOOLS = {
     *("add", "echo", "pid", "getenv", "slow", "fail", "crash", "lookup_order", "toggle_extra")
 }
@@ -293,7 +295,7 @@ async def test_a_crash_fails_calls_at_once_and_the_server_comes_back(make: Make)
     assert "add" in registry
     started = time.monotonic()
     down = await calls.call("add", a=1, b=1)
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 3  # no reconnect attempt or timeout is waited for
     assert down["error"].startswith("MCP server test is unavailable (")
     assert down["error"].endswith("); try again later")
     await until(lambda: tools.status()["test"]["state"] == "connected")

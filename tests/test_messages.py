@@ -164,6 +164,26 @@ def test_audio_from_a_file_prefix_and_base64_string(tmp_path: Path) -> None:
     ]
 
 
+def test_the_reference_factories_build_the_same_content(tmp_path: Path) -> None:
+    """``ImageContent.from_file``/``from_url`` and ``AudioContent.from_file``/``from_base64``
+    (the reference's factories, documented for apps)."""
+    picture, clip = tmp_path / "cat.png", tmp_path / "clip.wav"
+    picture.write_bytes(PNG)
+    clip.write_bytes(WAV)
+    url = "https://example.com/cat.jpg"
+    images = [ImageContent.from_file(picture), ImageContent.from_url(url)]
+    assert [i.images for i in images] == [[PNG], [url]]
+    assert [i.to_base64() for i in images] == [[(b64(PNG), "image/png")], [(url, "")]]
+    from_file = AudioContent.from_file(clip)
+    assert from_file.audio == [WAV] and from_file.to_base64() == [(b64(WAV), "audio/wav")]
+    given = AudioContent.from_base64(b64(MP3), format="mp3")
+    message = UserMessage([TextContent("Hear this"), given])
+    assert to_openai([message])[0]["content"][1] == {
+        "type": "input_audio",
+        "input_audio": {"data": b64(MP3), "format": "mp3"},
+    }
+
+
 def test_tool_results_in_a_user_message_become_tool_messages_first() -> None:
     result = ToolResultContent(id="call_1", content="42", metadata={"ms": 3}, terminate=True)
     message = UserMessage([TextContent("and?"), result])

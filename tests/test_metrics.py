@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipeline.events import Metric
 from pipeline.messages import Usage
-from pipeline.metrics import Prices, SessionMetrics, priced, rtvi_metrics
+from pipeline.session_metrics import Prices, SessionMetrics, priced, rtvi_metrics
 
 
 def test_cost_follows_prices_per_million_tokens() -> None:

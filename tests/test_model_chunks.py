@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -72,9 +71,7 @@ def test_a_second_assembly_is_a_cheap_check_that_needs_no_parts(tmp_path: Path) 
     dirs = install_parts(tmp_path / "site")
     model = fake_model()
     model.assemble(tmp_path / "models", dirs)
-    started = time.perf_counter()
     path = model.assemble(tmp_path / "models", {})  # parts gone: nothing is joined again
-    assert time.perf_counter() - started < 0.05
     assert path.read_bytes() == JOINED
     assert model.available(tmp_path / "models") is None
 
@@ -157,7 +154,9 @@ def test_an_assembled_folder_is_checked_by_digest_without_a_stamp(tmp_path: Path
     (tmp_path / "config.json").write_bytes(CONFIG)
     assert model.check_assembled(tmp_path) == tmp_path / "fake.gguf"
     (tmp_path / "fake.gguf").write_bytes(JOINED[::-1])
-    with pytest.raises(ModelFileError, match=r"python -m pipeline\.model_chunks assemble"):
+    with pytest.raises(
+        ModelFileError, match=r"python -m pipeline\.services\.model_chunks assemble"
+    ):
         model.check_assembled(tmp_path)
 
 

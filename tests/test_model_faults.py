@@ -24,23 +24,16 @@ from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 from testkit.speech import make_speech
 
+pytestmark = pytest.mark.e2e
+
 CHAT = "/v1/chat/completions"
 STT = "/v1/audio/transcriptions"
 
 
 def all_stub_settings(stub: OpenAIStub, **extra: str) -> dict[str, str]:
-    return {
-        "llm": "openai",
-        "stt": "openai",
-        "tts": "openai",
-        "openai_base_url": stub.base_url,
-        "openai_api_key": stub.api_key,
-        "llm_timeout": "1",
-        "stt_timeout": "1.5",
-        "tts_timeout": "1",
-        "tools_enabled": "false",
-        **extra,
-    }
+    return stub.server_settings(
+        llm_timeout="1", stt_timeout="1.5", tts_timeout="1", tools_enabled="false", **extra
+    )
 
 
 @pytest.fixture(scope="module")

@@ -36,9 +36,8 @@ def started(
     /ready answer, asked while the TTS loads in the background (seconds, not the few
     milliseconds since the first /health answer)."""
     server = start_server(
-        stt="openai", llm="openai", tts="local", preload_models="true", log_json="true",
-        openai_base_url=stub.base_url, openai_api_key=stub.api_key,
-    )  # fmt: skip
+        **stub.server_settings(tts="local", preload_models="true", log_json="true")
+    )
     return server, httpx.get(f"{server.url}/ready", timeout=10)
 
 
@@ -68,6 +67,7 @@ async def wait_count(client: RTCTestClient, type_: str, n: int, within: float) -
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.e2e
 async def test_ready_is_503_until_the_models_are_loaded(
     started: tuple[ServerProcess, httpx.Response],
 ) -> None:
@@ -85,15 +85,14 @@ async def test_ready_is_503_until_the_models_are_loaded(
     assert ready.json()["checks"]["models"] == {"ok": True, "detail": None}
 
 
+@pytest.mark.e2e
 async def test_a_call_moves_the_counters_and_logs_json_with_the_session_id(
     json_server: ServerProcess, stub: OpenAIStub, speech_wav: Path
 ) -> None:
     stub.reset()
     before = await scrape(json_server)
     assert count(before, "parley_sessions_active") == 0
-    client = RTCTestClient(json_server.url, wav=str(speech_wav))
-    try:
-        await client.connect()
+    async with RTCTestClient(json_server.url, wav=str(speech_wav)) as client:
         await client.wait_for(lambda m: m.get("type") == "bot-stopped-speaking", within=20)
         client.send_rtvi("send-text", {"content": "And now a typed question."})
         await wait_count(client, "bot-stopped-speaking", 2, within=15)
@@ -110,8 +109,6 @@ async def test_a_call_moves_the_counters_and_logs_json_with_the_session_id(
             assert gone.status_code == 200
             missing = await http.get(f"{json_server.url}/api/sessions/unknown")
             assert missing.status_code == 404
-    finally:
-        await client.close()
     after = await scrape(json_server)
 
     def moved(name: str, **labels: str) -> float:

@@ -44,6 +44,7 @@ def test_only_an_open_server_on_the_network_is_warned_about() -> None:
     assert warning is not None and "PARLEY_API_KEYS" in warning and "0.0.0.0" in warning
 
 
+@pytest.mark.e2e
 def test_an_open_server_bound_to_every_interface_warns_in_log_and_health(
     start_server: Callable[..., ServerProcess],
 ) -> None:
@@ -56,6 +57,7 @@ def test_an_open_server_bound_to_every_interface_warns_in_log_and_health(
     assert warnings and all("WARNING" in line for line in warnings), server.log()
 
 
+@pytest.mark.e2e
 def test_a_loopback_or_keyed_server_has_no_warning(
     start_server: Callable[..., ServerProcess],
 ) -> None:

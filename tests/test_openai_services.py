@@ -177,7 +177,8 @@ async def test_llm_aclose_mid_stream_closes_the_request(
     assert isinstance(await anext(stream), TextDelta)
     started = time.perf_counter()
     await stream.aclose()
-    assert time.perf_counter() - started < 0.5
+    # At once, not after the rest of the answer (100 tokens, 2 s at the stub's pace).
+    assert time.perf_counter() - started < 1.5
     record = openai_stub.requests(CHAT)[-1]
     assert await openai_stub.wait_for(lambda: record.disconnected)
     assert not record.completed
@@ -264,7 +265,7 @@ async def test_llm_first_token_timeout(openai_stub: OpenAIStub, make: Callable[.
     started = time.perf_counter()
     with pytest.raises(ServiceTimeoutError, match=r"no first token within 0\.2 s"):
         await collect(llm)
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 1.9  # gave up before the token came (at 2 s)
 
 
 async def test_llm_malformed_tool_arguments(

@@ -171,6 +171,7 @@ def test_the_start_time_is_one_instant_in_the_past() -> None:
     assert ProcReader().read().start_time == started, "a process starts once"
 
 
+@pytest.mark.e2e
 def test_the_metric_is_the_process_start_not_the_app_start(
     start_server: Callable[..., ServerProcess],
 ) -> None:
@@ -182,6 +183,7 @@ def test_the_metric_is_the_process_start_not_the_app_start(
     assert before - 0.05 <= started <= server.launched_at, (before, started, server.launched_at)
 
 
+@pytest.mark.e2e
 def test_health_and_metrics_agree_on_a_live_server(
     start_server: Callable[..., ServerProcess],
 ) -> None:

@@ -16,7 +16,7 @@ from server.settings import Settings
 from testkit.exposition import Scrape, parse
 
 # Every family /metrics serves, as the parser names it (a counter without ``_total``), and
-# its type: the README's metrics table. A name changed here is a dashboard broken.
+# its type: the metrics table in docs/operations.md. A name changed here is a dashboard broken.
 FAMILIES = {
     "parley_info": "gauge",
     "parley_sessions_active": "gauge",

@@ -9,10 +9,8 @@ server, whose client gets the thought messages and whose /metrics count them.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +35,7 @@ from testkit.exposition import parse
 from testkit.openai_stub import ChatReply, OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
+from testkit.waits import until
 
 THOUGHT = "The user asks about the weather. Oslo is sunny today, so I say so briefly."
 ANSWER = "It is sunny in Oslo today."
@@ -127,13 +126,6 @@ async def test_a_thought_is_shown_never_spoken_and_kept_per_the_setting(
     assert by_kind["reasoning_tokens"] == THOUGHT_TOKENS
 
 
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
-
-
 def test_the_client_can_be_spared_the_thought() -> None:
     events, sent = Emitter(), []
     RTVIEvents(sent.append, thoughts=False).subscribe(events)
@@ -146,20 +138,17 @@ def test_the_client_can_be_spared_the_thought() -> None:
 # -- a real server ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_a_server_shows_the_thought_and_counts_it(
     start_server: Callable[..., ServerProcess], stub: OpenAIStub
 ) -> None:
     stub.reset()
     server = start_server(**stub.server_settings(llm_thoughts_in_context="true"))
     stub.script_chat(ChatReply(ANSWER, reasoning=THOUGHT))
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         client.send_rtvi("send-text", {"content": "What is the weather in Oslo?"})
         await client.wait_for(lambda m: m.get("type") == "bot-stopped-speaking", within=15)
         await client.wait_for(lambda m: m.get("type") == "bot-output", within=5)
-    finally:
-        await client.close()
     check_thought_messages(client.messages)
     async with httpx.AsyncClient() as http:
         metrics = parse((await http.get(f"{server.url}/metrics")).text)

@@ -14,6 +14,7 @@ from pipeline.aggregators import AssistantAggregator
 from pipeline.context.llm_context import LLMContext
 from pipeline.context.openai_messages import from_openai, to_openai
 from pipeline.conversation import Conversation
+from pipeline.conversation_params import ConversationParams
 from pipeline.events import (
     AssistantTranscript,
     BotResponseEnded,
@@ -167,7 +168,8 @@ def test_markers_in_the_text_itself_stay_in_the_context_only() -> None:
 
 async def test_a_filtered_turn_puts_the_marker_in_the_context_end_to_end() -> None:
     context = LLMContext([{"role": "system", "content": "Be brief."}])
-    conv = Conversation(context, ScriptedLLM(["✓ ", "Four."]), filter_incomplete_user_turns=True)
+    params = ConversationParams(filter_incomplete_user_turns=True)
+    conv = Conversation(context, ScriptedLLM(["✓ ", "Four."]), params=params)
     transcripts: list[AssistantTranscript] = []
     conv.events.on(AssistantTranscript, transcripts.append)
     conv.user.add_text("What is two plus two?")

@@ -13,6 +13,7 @@ from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
 
+@pytest.mark.e2e
 async def test_ids_carry_the_replica(start_server: Callable[..., ServerProcess]) -> None:
     server = start_server(replica_id="r7")
     client = RTCTestClient(server.url)

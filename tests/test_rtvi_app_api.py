@@ -31,11 +31,8 @@ MAP_TOOL = ToolSpec(
 @pytest.fixture
 async def app_url(openai_stub: OpenAIStub) -> AsyncIterator[str]:
     port = free_port()
-    settings = Settings(
-        host="127.0.0.1", port=port, greeting="", preload_models=False,
-        llm="openai", stt="openai", tts="openai",
-        openai_base_url=openai_stub.base_url, openai_api_key=openai_stub.api_key,
-    )  # fmt: skip
+    stub_settings = openai_stub.server_settings(host="127.0.0.1", greeting="")
+    settings = Settings(port=port, preload_models=False, **stub_settings)
     app = create_app(settings)
 
     @app.state.client_messages.on("weather")
@@ -58,9 +55,7 @@ async def app_url(openai_stub: OpenAIStub) -> AsyncIterator[str]:
 async def test_an_app_adds_a_client_message_and_a_client_tool(
     app_url: str, openai_stub: OpenAIStub
 ) -> None:
-    client = RTCTestClient(app_url)
-    try:
-        await client.connect()
+    async with RTCTestClient(app_url) as client:
         answer = await client.request("weather", "Oslo")
         assert answer["data"] == {"t": "weather", "d": {"forecast": "sunny"}}
         pushed = await client.wait_for(lambda m: m.get("type") == "server-message")
@@ -80,5 +75,3 @@ async def test_an_app_adds_a_client_message_and_a_client_tool(
         assert output["data"]["text"] == "There it is."
         first = openai_stub.requests("/v1/chat/completions")[0].body
         assert "show_map" in [t["function"]["name"] for t in first["tools"]]
-    finally:
-        await client.close()

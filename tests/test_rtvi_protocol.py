@@ -23,6 +23,8 @@ from testkit.openai_stub import ChatReply, Fault, OpenAIStub, ToolCall
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 CLIENT_TOOLS = [
     {
         "name": "get_location",
@@ -61,14 +63,7 @@ async def assert_still_serving(client: RTCTestClient) -> None:
 
 
 def stub_settings(stub: OpenAIStub) -> dict[str, str]:
-    return {
-        "llm": "openai",
-        "stt": "openai",
-        "tts": "openai",
-        "openai_base_url": stub.base_url,
-        "openai_api_key": stub.api_key,
-        "llm_model": "stub-model",
-    }
+    return stub.server_settings(llm_model="stub-model")
 
 
 @pytest.fixture(scope="module")

@@ -98,6 +98,7 @@ def test_aiortc_is_what_the_patch_was_written_against() -> None:
     assert sctp_limits.drift() == []
 
 
+@pytest.mark.e2e  # real SCTP retransmission timers, seconds
 async def test_a_peer_that_acknowledges_nothing_is_aborted(pairs: Callable[..., Any]) -> None:
     pair = await pairs(sctp_stall_seconds=2.0)
     heard = aborts_heard(pair.client)
@@ -116,6 +117,7 @@ async def test_a_peer_that_acknowledges_nothing_is_aborted(pairs: Callable[..., 
     assert reply.readyState == "closed"
 
 
+@pytest.mark.e2e  # real SCTP retransmission timers, seconds
 async def test_retransmissions_back_off_and_are_counted(pairs: Callable[..., Any]) -> None:
     pair = await pairs(sctp_stall_seconds=600.0, sctp_max_retransmissions=2)
     stop_acknowledging(pair.client)
@@ -128,6 +130,7 @@ async def test_retransmissions_back_off_and_are_counted(pairs: Callable[..., Any
     assert max(rtos) >= 2 * min(rtos), "RFC 4960 6.3.3 E2: the timer backs off"
 
 
+@pytest.mark.e2e  # real SCTP retransmission timers, seconds
 async def test_an_acknowledging_peer_is_left_alone(pairs: Callable[..., Any]) -> None:
     pair = await pairs(sctp_stall_seconds=1.0, sctp_max_retransmissions=1)
     got: list[Any] = []

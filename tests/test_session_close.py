@@ -18,6 +18,8 @@ from testkit.openai_stub import OpenAIStub
 from testkit.openai_stub import openai_stub_fixture as openai_stub_fixture
 from testkit.rtc_client import RTCTestClient
 
+pytestmark = pytest.mark.e2e
+
 
 def broken_step(*args: object) -> None:
     raise RuntimeError("a close step is broken")

@@ -25,6 +25,8 @@ from testkit.openai_stub import OpenAIStub
 from testkit.openai_stub import openai_stub_fixture as openai_stub_fixture
 from testkit.rtc_client import RTCTestClient
 
+pytestmark = pytest.mark.e2e
+
 HANDLER_ERRORS = 'parley_errors_total{kind="handler"}'
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
+from pipeline.conversation_params import ConversationParams
 from pipeline.events import (
     AssistantTranscript,
     FunctionCall,
@@ -23,8 +24,8 @@ from pipeline.events import (
     UserTranscript,
 )
 from pipeline.messages import Usage
-from pipeline.metrics import Prices
 from pipeline.services.llm import FixedText
+from pipeline.session_metrics import Prices
 from server.storage.recorder import MAX_REJECTED_REASONS, SessionRecorder
 from server.storage.sqlite import SQLiteTranscriptStore
 from server.storage.store import ClientInfo
@@ -52,7 +53,8 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteTranscriptStore]:
 def recorded(
     store: SQLiteTranscriptStore, prices: Prices | None = None
 ) -> tuple[SessionRecorder, Conversation]:
-    conversation = Conversation(LLMContext([]), FixedText("unused"), prices=prices)
+    params = ConversationParams(prices=prices)
+    conversation = Conversation(LLMContext([]), FixedText("unused"), params=params)
     client = ClientInfo(remote_addr="10.0.0.1", user_agent="test-agent")
     recorder = SessionRecorder(store, "pc", "start", client, clock=Clock())
     recorder.observe(conversation)

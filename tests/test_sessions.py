@@ -9,9 +9,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ROOT, ServerProcess
+
+pytestmark = pytest.mark.e2e
 
 
 async def session_ids(server: ServerProcess) -> list[str]:
@@ -53,21 +56,15 @@ async def test_connect_talk_and_hang_up_removes_the_session(
 
 
 async def test_disconnect_bot_closes_the_session(server: ServerProcess) -> None:
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         client.send_rtvi("disconnect-bot")
         await wait_gone(server, client.pc_id, within=2.0)
         left = await client.wait_for(lambda m: m.get("type") == "signalling")
         assert left["message"]["type"] == "peerLeft"
-    finally:
-        await client.close()
 
 
 async def test_delete_hangs_up(server: ServerProcess) -> None:
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         async with httpx.AsyncClient() as http:
             response = await http.delete(f"{server.url}/api/sessions/{client.pc_id}")
             assert response.status_code == 200
@@ -76,21 +73,15 @@ async def test_delete_hangs_up(server: ServerProcess) -> None:
             again = await http.delete(f"{server.url}/api/sessions/{client.pc_id}")
             assert again.status_code == 404
             assert "unknown pc_id" in again.json()["error"]
-    finally:
-        await client.close()
 
 
 async def test_silent_peer_is_reaped_after_liveness_timeout(server: ServerProcess) -> None:
     """A peer that stops pinging and sending media, without closing, is cleaned up."""
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         client.stop_pinging()
         client.mic.stop()  # no more media either; the connection itself stays up
         gone_after = await wait_gone(server, client.pc_id, within=3.0 + 3.0)
         assert gone_after > 1.0, "reaped while it was still alive"
-    finally:
-        await client.close()
 
 
 async def test_killed_peer_process_is_reaped(server: ServerProcess) -> None:

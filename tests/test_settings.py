@@ -78,7 +78,7 @@ def test_invalid_rtvi_settings_are_refused(
 
 
 def test_turn_taking_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from server.session.voice_parts import turn_params
+    from server.session.pipeline_params import turn_params
 
     defaults = Settings()
     assert defaults.turn_end == "adaptive" and defaults.preemptive_replies

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 
 from server.session.registry import SessionRegistry
@@ -33,6 +34,7 @@ async def wait_exit(server: ServerProcess, within: float) -> int:
     return await asyncio.to_thread(server.proc.wait, within)
 
 
+@pytest.mark.e2e
 async def test_sigterm_drains_then_closes_the_sessions_left(
     start_server: Callable[..., ServerProcess],
 ) -> None:
@@ -84,6 +86,7 @@ async def test_sigterm_drains_then_closes_the_sessions_left(
         await client.close()
 
 
+@pytest.mark.e2e
 async def test_the_drain_waits_for_the_last_client_only(
     start_server: Callable[..., ServerProcess],
 ) -> None:

@@ -10,6 +10,8 @@ import pytest
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 NO_AUDIO_SDP = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n"
 
 
@@ -176,9 +178,7 @@ async def test_start_returns_configured_ice_servers(start_server) -> None:
 async def test_renegotiation_keeps_the_peer_connection(
     server: ServerProcess, http: httpx.AsyncClient
 ) -> None:
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         pc_id = client.pc_id
         created = (await http.get(f"/api/sessions/{pc_id}")).json()["created_at"]
         answer = await client.renegotiate()
@@ -187,8 +187,6 @@ async def test_renegotiation_keeps_the_peer_connection(
         assert info["created_at"] == created, "renegotiation must not replace the session"
         reply = await client.request("echo", 42)
         assert reply["data"]["d"] == 42
-    finally:
-        await client.close()
 
 
 async def test_restart_pc_replaces_the_peer_connection(

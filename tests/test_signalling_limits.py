@@ -23,6 +23,8 @@ from testkit.rtc_client import RTCTestClient, split_candidates
 from testkit.server_process import ServerProcess
 from testkit.udp_targets import Target, targets, with_candidates
 
+pytestmark = pytest.mark.e2e
+
 # -- helpers -------------------------------------------------------------------------------------
 
 

@@ -92,7 +92,7 @@ async def test_concurrent_sessions_keep_every_turn_in_order(
     started = time.perf_counter()
     await asyncio.gather(*(talk(n) for n in range(sessions)))
     assert store.status()["pending_writes"] > 0, "writes are queued, not made on the loop"
-    listed = await store.list(limit=100)
+    listed = await store.list_sessions(limit=100)
     elapsed = time.perf_counter() - started
     print(f"{sessions * turns} turns in {elapsed:.2f} s ({sessions * turns / elapsed:.0f}/s)")
     assert store.status()["pending_writes"] == 0
@@ -109,11 +109,11 @@ async def test_listing_is_newest_first_and_pages_with_before(
 ) -> None:
     for n in range(7):
         store.open_session(f"pc{n}", None, {}, T0 + n * 0.000_001 + n)
-    first = await store.list(limit=3)
+    first = await store.list_sessions(limit=3)
     assert [s.id for s in first] == ["pc6", "pc5", "pc4"]
     seen = [s.id for s in first]
     before = first[-1].started_at.timestamp()
-    while page := await store.list(limit=3, before=before):
+    while page := await store.list_sessions(limit=3, before=before):
         seen += [s.id for s in page]
         before = page[-1].started_at.timestamp()
     assert seen == [f"pc{n}" for n in reversed(range(7))]
@@ -127,7 +127,7 @@ async def test_purge_deletes_old_ended_sessions_only(store: SQLiteTranscriptStor
     store.close_session("recent", "deleted", T0 + 101)
     store.open_session("live", None, {}, T0)  # started long ago, still going
     assert await store.purge(older_than=T0 + 50) == 1
-    assert [s.id for s in await store.list()] == ["recent", "live"]
+    assert [s.id for s in await store.list_sessions()] == ["recent", "live"]
     assert await store.get("old") is None
     with sqlite3.connect(store.path) as db:
         left = db.execute("SELECT COUNT(*) FROM entries WHERE session_id = 'old'").fetchone()[0]

@@ -134,7 +134,7 @@ async def test_the_queue_stays_within_its_bound_and_drops_nothing(
     queue = small.status()["queue"]
     assert max(depths) <= 64 and queue["max"] == 64 and queue["peak"] <= 64
     assert queue["waits"] > 0 and queue["wait_seconds"] > 0, "producers waited for room"
-    listed = {s.id: s.turn_count for s in await small.list(limit=10)}
+    listed = {s.id: s.turn_count for s in await small.list_sessions(limit=10)}
     assert listed == {f"pc{n}": writes // 4 // sessions for n in range(sessions)}
     assert count_entries(small.path) == writes
     status = small.status()

@@ -42,6 +42,7 @@ def test_a_subprocess_server_gets_only_the_settings_a_test_passes(
     assert env["PATH"] == os.environ["PATH"], "the rest of the environment is kept"
 
 
+@pytest.mark.e2e
 def test_the_developers_environment_does_not_reach_in_process_apps(tmp_path: Path) -> None:
     """A pytest run of its own, started with a developer's settings in its environment."""
     developer_data = tmp_path / "developer-data"

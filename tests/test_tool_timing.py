@@ -25,6 +25,7 @@ from pipeline.tools.runner import ToolRunner
 from testkit.conversation_call import Call
 from testkit.openai_stub import TTS_RATE, ChatReply, OpenAIStub
 from testkit.openai_stub import ToolCall as ScriptedCall
+from testkit.waits import until
 
 # About 1.2 s of stub speech: long enough that a call started after it is clearly late.
 PREAMBLE = "Let me look that up for you, it will only take a moment while I check the records."
@@ -84,13 +85,6 @@ def said(call: Call) -> list[str]:
     """The assistant's spoken messages in the context, in order."""
     texts = [m.text_content() for m in call.context.messages if isinstance(m, AssistantMessage)]
     return [text for text in texts if text]
-
-
-async def until(condition: object, within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 async def test_a_tool_call_starts_while_the_preamble_plays(stub: OpenAIStub) -> None:

@@ -279,6 +279,7 @@ async def paced(transcriber: Transcriber, samples: np.ndarray, events: list[Even
     await settle(transcriber)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sentence", [DRAGON, BOOK])
 async def test_streaming_gives_the_one_shot_text(models: EmbeddedModels, sentence: str) -> None:
     line = timeline(0.5, espeak(sentence), 1.2)

@@ -42,10 +42,7 @@ def start_stubbed(
     """A server whose three models are the stub: no model loads, answers are scripted."""
 
     def start(**settings: str) -> ServerProcess:
-        return start_server(
-            stt="openai", llm="openai", tts="openai",
-            openai_base_url=stub.base_url, openai_api_key=stub.api_key, **settings,
-        )  # fmt: skip
+        return start_server(**stub.server_settings(**settings))
 
     return start
 
@@ -97,6 +94,7 @@ async def type_turn(client: RTCTestClient, text: str, audio: bool = False) -> No
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.e2e
 async def test_turns_show_while_live_and_after_hang_up(
     stubbed: ServerProcess, fresh_stub: OpenAIStub
 ) -> None:
@@ -146,19 +144,16 @@ async def test_turns_show_while_live_and_after_hang_up(
     assert listed["storage"] == "sqlite"
 
 
+@pytest.mark.e2e
 async def test_a_spoken_turn_is_recorded_with_its_metrics(
     stubbed: ServerProcess, fresh_stub: OpenAIStub, audio_dir: Path
 ) -> None:
     fresh_stub.script_stt("What a nice day.")
     fresh_stub.script_chat("It is lovely.")
     speech = make_speech(audio_dir, "nice-day", "What a nice day", before=0.3, after=1.5)
-    client = RTCTestClient(stubbed.url, wav=str(speech))
-    try:
-        await client.connect()
+    async with RTCTestClient(stubbed.url, wav=str(speech)) as client:
         await client.wait_for(lambda m: m.get("type") == "bot-stopped-speaking", within=20)
         record = await wait_turns(stubbed, client.pc_id, 2)
-    finally:
-        await client.close()
     user, answer = record["turns"][:2]
     assert (user["role"], user["text"]) == ("user", "What a nice day.")
     assert (answer["role"], answer["text"], answer["interrupted"]) == (
@@ -172,6 +167,7 @@ async def test_a_spoken_turn_is_recorded_with_its_metrics(
     assert answer["metrics"]["tts_characters"] == len("It is lovely.")
 
 
+@pytest.mark.e2e
 async def test_interruptions_tool_calls_and_errors_are_recorded(
     stubbed: ServerProcess, fresh_stub: OpenAIStub
 ) -> None:
@@ -180,9 +176,7 @@ async def test_interruptions_tool_calls_and_errors_are_recorded(
         LONG_ANSWER,
         Fault.http(500),
     )
-    client = RTCTestClient(stubbed.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(stubbed.url) as client:
         client.send_rtvi("send-text", {"content": "What time is it?"})
         await client.wait_for(lambda m: m.get("type") == "bot-tts-text", within=10)
         await asyncio.sleep(0.3)
@@ -192,8 +186,6 @@ async def test_interruptions_tool_calls_and_errors_are_recorded(
         client.send_rtvi("send-text", {"content": "Are you there?"})  # the LLM fails
         await client.wait_for(lambda m: m.get("type") == "error", within=10)
         record = await wait_turns(stubbed, client.pc_id, 4)
-    finally:
-        await client.close()
     turns = [(t["role"], t["text"], t["interrupted"]) for t in record["turns"]]
     assert turns[0] == ("user", "What time is it?", False)
     role, said, interrupted = turns[1]
@@ -207,6 +199,7 @@ async def test_interruptions_tool_calls_and_errors_are_recorded(
     assert events["error"]["service"] == "llm"
 
 
+@pytest.mark.e2e
 async def test_unknown_ids_get_a_json_404(stubbed: ServerProcess) -> None:
     response = await get(stubbed, "/api/sessions/nobody/transcript")
     assert response.status_code == 404
@@ -216,6 +209,7 @@ async def test_unknown_ids_get_a_json_404(stubbed: ServerProcess) -> None:
     assert storage["backend"] == "sqlite" and storage["ok"] is True
 
 
+@pytest.mark.e2e
 async def test_health_shows_the_write_queue_against_its_bound(stubbed: ServerProcess) -> None:
     storage = (await get(stubbed, "/health")).json()["storage"]
     queue = storage["queue"]
@@ -225,21 +219,18 @@ async def test_health_shows_the_write_queue_against_its_bound(stubbed: ServerPro
     assert storage["pending_writes"] >= 0 and storage["commits"] >= 0
 
 
+@pytest.mark.e2e
 async def test_completed_turns_survive_a_sigkill(
     start_stubbed: Callable[..., ServerProcess], fresh_stub: OpenAIStub, tmp_path: Path
 ) -> None:
     fresh_stub.script_chat("First answer.", "Second answer.", "Third answer.")
     first = start_stubbed(data_dir=str(tmp_path))
-    client = RTCTestClient(first.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(first.url) as client:
         await type_turn(client, "First question.")
         await type_turn(client, "Second question.")
         await wait_turns(first, client.pc_id, 4)
         first.proc.kill()  # mid-session: no shutdown, no close of the record
         await asyncio.to_thread(first.proc.wait)
-    finally:
-        await client.close()
     second = start_stubbed(data_dir=str(tmp_path))
     listed = (await history(second))["sessions"]
     assert [(s["id"], s["turn_count"], s["live"]) for s in listed] == [(client.pc_id, 4, False)]
@@ -254,13 +245,9 @@ async def test_completed_turns_survive_a_sigkill(
     assert record["usage"]["usage"]["total_tokens"] > 0
 
     # A clean stop (SIGTERM) closes the live sessions' records before the store closes.
-    other = RTCTestClient(second.url)
-    try:
-        await other.connect()
+    async with RTCTestClient(second.url) as other:
         await type_turn(other, "Third question.")
         assert await asyncio.to_thread(second.stop) in (0, -15)
-    finally:
-        await other.close()
     third = start_stubbed(data_dir=str(tmp_path))
     record = await transcript(third, other.pc_id)
     assert record["close_reason"] == "server shutdown"
@@ -268,6 +255,7 @@ async def test_completed_turns_survive_a_sigkill(
     assert "left open by a crash" not in third.log()
 
 
+@pytest.mark.e2e
 async def test_retention_purges_old_records_at_start(
     start_stubbed: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:
@@ -289,6 +277,7 @@ async def test_retention_purges_old_records_at_start(
     assert (await get(server, "/api/sessions/old/transcript")).status_code == 404
 
 
+@pytest.mark.e2e
 async def test_paging_through_history(stubbed: ServerProcess) -> None:
     all_ids = [s["id"] for s in (await history(stubbed, limit=500))["sessions"]]
     assert len(all_ids) >= 2, "earlier tests left sessions"
@@ -301,21 +290,18 @@ async def test_paging_through_history(stubbed: ServerProcess) -> None:
     assert paged == all_ids
 
 
+@pytest.mark.e2e
 async def test_storage_none_keeps_live_sessions_only(
     start_stubbed: Callable[..., ServerProcess], fresh_stub: OpenAIStub, tmp_path: Path
 ) -> None:
     fresh_stub.script_chat("Nothing is written.")
     data_dir = tmp_path / "never-made"
     server = start_stubbed(storage="none", data_dir=str(data_dir))
-    client = RTCTestClient(server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url) as client:
         await type_turn(client, "Remember this?")
         record = await wait_turns(server, client.pc_id, 2)
         assert record["turns"][1]["text"] == "Nothing is written."
         assert [s["id"] for s in (await history(server))["sessions"]] == [client.pc_id]
-    finally:
-        await client.close()
     await call(server, "DELETE", f"/api/sessions/{client.pc_id}")
     assert (await get(server, f"/api/sessions/{client.pc_id}/transcript")).status_code == 404
     assert await history(server) == {
@@ -338,6 +324,7 @@ def run_server(**settings: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_an_unwritable_data_dir_stops_the_server_with_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -347,6 +334,7 @@ def test_an_unwritable_data_dir_stops_the_server_with_a_clear_error(tmp_path: Pa
     assert "PARLEY_DATA_DIR" in done.stderr
 
 
+@pytest.mark.e2e
 async def test_a_data_dir_in_use_by_another_server_is_refused(stubbed: ServerProcess) -> None:
     in_use = (await get(stubbed, "/health")).json()["storage"]["path"]
     done = await asyncio.to_thread(run_server, data_dir=str(Path(in_use).parent))

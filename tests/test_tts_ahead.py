@@ -26,6 +26,10 @@ from server.media.outbound_track import OUT_RATE
 from server.settings import Settings
 from testkit.conversation_call import Call
 from testkit.openai_stub import TTS_RATE, OpenAIStub
+from testkit.waits import until
+
+# e2e for its cost: whole answers played out in real time (~18 s).
+pytestmark = pytest.mark.e2e
 
 SPEECH = "/v1/audio/speech"
 AHEAD = 1.0  # the limit these tests run with, in seconds
@@ -88,7 +92,7 @@ async def test_a_long_answer_is_synthesized_at_most_the_limit_ahead_of_playout(
         probe = AheadProbe(stub, call)
         call.conv.user.add_text("Tell me a long story.")
         await call.until(BotStartedSpeaking)
-        await asyncio.sleep(3.0)
+        await until(lambda: played(call) > 2.5, within=30, what="2.5 s of the answer played")
         worst = await probe.stop()
         limit = AHEAD + sentence_seconds(stub) + SLACK
         assert worst <= limit, f"{worst:.2f} s synthesized ahead of playout (limit {limit:.2f})"
@@ -102,7 +106,7 @@ async def test_a_barge_in_mid_answer_leaves_little_synthesis_behind(stub: OpenAI
     async with Call(stub, tts_ahead=AHEAD) as call:
         call.conv.user.add_text("Tell me a long story.")
         await call.until(BotStartedSpeaking)
-        await asyncio.sleep(2.0)
+        await until(lambda: played(call) > 1.8, within=30, what="1.8 s of the answer played")
         call.conv.interrupt()
         requests, seconds, heard = len(stub.requests(SPEECH)), synthesized(stub), played(call)
         await asyncio.sleep(0.5)

@@ -18,6 +18,8 @@ from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ROOT, ServerProcess, metric
 from testkit.turn_clips import TurnClip, complete_clip, paused_clip, write_wav
 
+pytestmark = pytest.mark.e2e
+
 LEAD = 0.5
 
 
@@ -53,15 +55,11 @@ async def play(
     """Connect, play ``clip``, wait for the answer to play out; returns the client (closed)
     and the time the clip's speech ended."""
     ear.clip = clip
-    client = RTCTestClient(server.url, jitter_frames=1)
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url, jitter_frames=1) as client:
         started = client.play(str(write_wav(clip, folder / "clip.wav", LEAD)))
         end = started + LEAD + clip.speech_end
         await client.wait_for(lambda m: m.get("type") == "bot-stopped-speaking", within=20)
         await asyncio.sleep(0.3)
-    finally:
-        await client.close()
     return client, end
 
 

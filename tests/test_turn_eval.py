@@ -20,6 +20,8 @@ from pipeline.turns.text_cues import Ending, ending
 from testkit.turn_clips import VOICES, complete_clip, eval_set, paused_clip
 from testkit.turn_replay import Replay, TurnReplayer, summary
 
+pytestmark = pytest.mark.e2e
+
 ADAPTIVE = UserTurnParams(turn_end="adaptive")
 FIXED = UserTurnParams(turn_end="fixed", user_speech_timeout=0.6)
 

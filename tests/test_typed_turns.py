@@ -161,14 +161,13 @@ def typed_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -
     return start_server(**stub.server_settings(typed_turn_burst="5"))
 
 
+@pytest.mark.e2e
 async def test_forty_texts_in_a_burst_cost_a_few_requests_and_the_rest_are_refused(
     typed_server: ServerProcess, stub: OpenAIStub
 ) -> None:
     """Before: every send-text interrupted and asked again (40 texts, 57 requests)."""
     stub.reset()
-    client = RTCTestClient(typed_server.url)
-    try:
-        await client.connect()
+    async with RTCTestClient(typed_server.url) as client:
         ids = []
         for i in range(40):
             options = {"audio_response": False}
@@ -181,8 +180,6 @@ async def test_forty_texts_in_a_burst_cost_a_few_requests_and_the_rest_are_refus
             await asyncio.sleep(1.0)
             if len(stub.requests(CHAT)) == seen:
                 break
-    finally:
-        await client.close()
     refused = [
         m for m in client.messages if m.get("type") == "error-response" and m.get("id") in ids
     ]

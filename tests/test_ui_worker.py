@@ -18,8 +18,11 @@ from hypothesis import strategies as st
 
 from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
+from pipeline.events import Emitter
 from pipeline.messages import UserMessage
 from pipeline.tools.registry import ToolRegistry, ToolSpec
+from pipeline.tools.runner import ToolRunner
+from pipeline.ui.job_groups import JobGroupError
 from pipeline.ui.protocol import (
     A11ySnapshot,
     Toast,
@@ -420,15 +423,13 @@ async def test_ui_tools_send_commands_and_check_refs() -> None:
 
 @pytest.fixture(scope="module")
 def stub_server(start_server: Callable[..., ServerProcess], stub: OpenAIStub) -> ServerProcess:
-    return start_server(
-        llm="openai", stt="openai", tts="openai", ui_events_to_llm="true",
-        openai_base_url=stub.base_url, openai_api_key=stub.api_key,
-    )  # fmt: skip
+    return start_server(**stub.server_settings(ui_events_to_llm="true"))
 
 
 TEXT_ONLY = {"audio_response": False}
 
 
+@pytest.mark.e2e
 async def test_snapshot_reaches_the_llm_and_its_ui_tools_reach_the_client(
     stub_server: ServerProcess, stub: OpenAIStub
 ) -> None:
@@ -489,6 +490,7 @@ async def test_snapshot_reaches_the_llm_and_its_ui_tools_reach_the_client(
         stub.reset()
 
 
+@pytest.mark.e2e
 async def test_bad_ui_messages_get_error_responses_and_the_session_goes_on(
     stub_server: ServerProcess,
 ) -> None:
@@ -564,9 +566,7 @@ async def test_ui_events_reach_the_apps_handlers_in_a_live_session(
         raise RuntimeError("the app failed")
 
     app.state.registry.ui_event_handlers.update({"note-saved": on_saved, "broken": on_broken})
-    client = RTCTestClient(url)
-    try:
-        await client.connect()
+    async with RTCTestClient(url) as client:
         client.send_rtvi("ui-event", {"event": "note-saved", "payload": {"title": "milk"}})
         toast = await client.wait_for(lambda m: m.get("type") == "ui-command")
         assert toast["data"] == {"command": "toast", "payload": {"title": "Saved milk"}}
@@ -577,5 +577,56 @@ async def test_ui_events_reach_the_apps_handlers_in_a_live_session(
         assert refused["data"]["error"] == "ui-event 'broken' failed: the app failed"
         echo = await client.request("echo", 1)
         assert echo["type"] == "server-response", "the session goes on"
-    finally:
-        await client.close()
+
+
+class _Conversation:
+    """What the worker attaches to: an emitter, a feed and the before-run hooks."""
+
+    def __init__(self) -> None:
+        self.events = Emitter()
+        self.before_llm_run: list[Any] = []
+
+    def feed(self, event: Any) -> None:
+        self.events.emit(event)
+
+
+async def _lookup(city: str) -> dict[str, Any]:
+    """Look a city up.
+
+    Args:
+        city: Which one.
+    """
+    await asyncio.sleep(0)
+    return {"city": city, "found": True}
+
+
+def test_start_job_group_is_refused_in_a_session_without_tools() -> None:
+    r = Recorder()
+    with pytest.raises(JobGroupError, match="runs no tools"):
+        r.worker.start_job_group([("lookup", {"city": "Oslo"})])
+
+
+async def test_start_job_group_runs_the_tools_as_a_group_the_client_follows() -> None:
+    """The documented app API (README "UI"): ``session.ui.start_job_group``."""
+    r = Recorder()
+    conversation = _Conversation()
+    registry = ToolRegistry()
+    registry.register(ToolSpec.from_function(_lookup))
+    runner = ToolRunner(registry, conversation.feed)
+    stand_in: Any = conversation  # what attach uses of a Conversation
+    r.worker.attach(LLMContext(), stand_in, runner, registry)
+    runner.attach(conversation.events)
+    job_id = r.worker.start_job_group(
+        [("_lookup", {"city": "Oslo"}), ("_lookup", {"city": "Lima"})], label="cities"
+    )
+    for _ in range(50):
+        await asyncio.sleep(0)
+        groups = [m["data"] for m in r.sent if m["type"] == "ui-job-group"]
+        if groups and groups[-1]["kind"] == "group_completed":
+            break
+    kinds = [g["kind"] for g in groups]
+    assert kinds[0] == "group_started" and kinds[-1] == "group_completed"
+    assert groups[0]["label"] == "cities" and all(g["job_id"] == job_id for g in groups)
+    done = [g for g in groups if g["kind"] == "job_completed"]
+    assert sorted(g["response"]["city"] for g in done) == ["Lima", "Oslo"]
+    assert all(g["status"] == "completed" for g in done)

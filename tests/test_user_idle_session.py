@@ -19,6 +19,8 @@ from testkit.openai_stub import OpenAIStub
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 CHAT = "/v1/chat/completions"
 GOODBYE = "Goodbye for now."
 

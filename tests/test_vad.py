@@ -20,7 +20,8 @@ from pipeline.events import (
     SpeechStopped,
 )
 from pipeline.hearing.silero import SAMPLE_RATE, SileroModel, find_silero_model
-from pipeline.hearing.vad import VADAnalyzer, VADBatch, VADParams, VADState, window_volume
+from pipeline.hearing.vad import VADAnalyzer, VADParams, VADState, window_volume
+from pipeline.hearing.vad_batcher import VADBatch
 from testkit.speech import SENTENCE_A, SENTENCE_B, at_level, espeak, pink, timeline
 from testkit.vad_feed import FRAME, assert_same_events, frames, kinds, run
 

@@ -22,6 +22,8 @@ from testkit.rtc_camera import ColourCamera
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
 
+pytestmark = pytest.mark.e2e
+
 CHAT = "/v1/chat/completions"
 RED, GREEN, BLUE = (200, 30, 40), (30, 190, 60), (40, 50, 210)
 
@@ -116,8 +118,10 @@ async def test_a_look_puts_the_camera_picture_in_the_context(
         width, height, colour = picture(url)
         assert (width, height) == (512, 384)  # 640 x 480 sent, 512 px on the long side
         assert near(colour, RED), colour
-        await asyncio.sleep(2.0)  # ~30 more frames arrive meanwhile
-        video = (await video_info(seeing, client))["video"]["camera"]
+        # ~30 more frames arrive in 2 s; wait for 20 of them (later on a loaded machine).
+        async with asyncio.timeout(30):
+            while (video := (await video_info(seeing, client))["video"]["camera"])["frames"] < 20:
+                await asyncio.sleep(0.2)
         # Received, not decoded frame by frame: the first keyframe and the look's, at most.
         assert video["frames"] >= 20 and video["decoded"] <= 2, video
         assert (await video_info(seeing, client))["conversation"]["vision"]["tool_pictures"] == 1
@@ -207,9 +211,7 @@ async def test_without_vision_video_is_refused_and_nothing_looks(
     start_server: Callable[..., ServerProcess], models: OpenAIStub
 ) -> None:
     server = start_server(**models.server_settings())
-    client = RTCTestClient(server.url, camera=ColourCamera(RED))
-    try:
-        await client.connect()
+    async with RTCTestClient(server.url, camera=ColourCamera(RED)) as client:
         sdp = client.pc.remoteDescription.sdp
         video = sdp[sdp.index("m=video") :].split("m=application")[0]
         assert "a=inactive" in video  # the browser sends no video at all
@@ -217,5 +219,3 @@ async def test_without_vision_video_is_refused_and_nothing_looks(
         offered = [t["function"]["name"] for t in first.get("tools", [])]
         assert "look_at_camera" not in offered and all_images(first) == []
         assert (await video_info(server, client))["video"] is None
-    finally:
-        await client.close()

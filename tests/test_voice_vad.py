@@ -16,7 +16,7 @@ from pipeline.events import Event, SpeechFalseStart, SpeechOnset, SpeechStarted,
 from pipeline.hearing.silero import SileroModel
 from pipeline.hearing.vad import VADAnalyzer, VADParams
 from server.media.outbound_track import PacedAudioTrack
-from server.session.services import build_services
+from server.session.model_services import build_services
 from server.session.voice import VoiceSession
 from server.settings import Settings
 from testkit.openai_stub import OpenAIStub, openai_stub_fixture  # noqa: F401
@@ -56,10 +56,7 @@ def heard_by_conversation(session: VoiceSession) -> list[Event]:
 async def test_sessions_vad_runs_off_the_loop_batched_and_in_order(
     openai_stub: OpenAIStub,
 ) -> None:
-    settings = Settings(
-        stt="openai", llm="openai", tts="openai", greeting="", turn_end="fixed",
-        openai_base_url=openai_stub.base_url, openai_api_key=openai_stub.api_key,
-    )  # fmt: skip
+    settings = Settings(**openai_stub.server_settings(greeting="", turn_end="fixed"))
     services = build_services(settings)
     model = services.vad = ThreadRecordingModel()
     params = VADParams(

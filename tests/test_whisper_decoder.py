@@ -37,6 +37,7 @@ def whisper() -> object:
     return asyncio.run(EmbeddedModels.shared().stt.get())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sentence", [SENTENCES[0], SENTENCES[8], SENTENCES[12]])
 def test_a_sentence_is_heard_as_the_30s_path_hears_it(whisper: object, sentence: str) -> None:
     pcm = utterance(sentence, "hibari")
@@ -46,6 +47,7 @@ def test_a_sentence_is_heard_as_the_30s_path_hears_it(whisper: object, sentence:
     assert word_errors(sentence, short)[0] <= word_errors(sentence, full)[0], (short, full)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("seconds", [0.5, 2.0, 4.0])
 def test_silence_and_noise_give_no_text(whisper: object, seconds: float) -> None:
     decoder = WhisperDecoder(whisper)  # type: ignore[arg-type]
@@ -56,6 +58,7 @@ def test_silence_and_noise_give_no_text(whisper: object, seconds: float) -> None
         assert decoder.decode(noise, SHORT_WINDOW_DECODING).text == "", (seconds, level)
 
 
+@pytest.mark.e2e
 def test_a_prefix_is_forced_and_only_the_rest_is_generated(whisper: object) -> None:
     decoder = WhisperDecoder(whisper)  # type: ignore[arg-type]
     sentence = SENTENCES[3]  # "Please call Maria and tell her I will be twenty minutes late."
@@ -65,6 +68,7 @@ def test_a_prefix_is_forced_and_only_the_rest_is_generated(whisper: object) -> N
     assert normalise(decoded.text) == normalise(sentence), decoded.text
 
 
+@pytest.mark.e2e
 def test_an_english_only_model_refuses_another_language() -> None:
     tiny = EmbeddedModels(stt="whisper-tiny.en")
     with pytest.raises(UnsupportedLanguage, match="English-only"):

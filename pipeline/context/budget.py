@@ -256,7 +256,7 @@ class ContextBudget:
         if complete is not None:  # one plain completion, bounded by the summary's budget
             return str(await complete(request.llm_messages, max_tokens=request.max_tokens))
         parts: list[str] = []
-        async with aclosing(self.llm.stream(request.llm_messages)) as chunks:  # type: ignore[type-var]
+        async with aclosing(self.llm.stream(request.llm_messages)) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, TextDelta):
                     parts.append(chunk.text)

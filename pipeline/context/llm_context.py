@@ -101,7 +101,7 @@ def estimate_tokens(messages: Iterable[Message]) -> int:
 def as_message(message: Message | Mapping[str, Any]) -> Message:
     """A typed message, converting a plain OpenAI dict."""
     if isinstance(message, BaseMessage):
-        return message  # type: ignore[return-value]
+        return message
     if isinstance(message, Mapping):
         return from_openai(message)
     raise TypeError(f"not a message: {type(message).__name__}")

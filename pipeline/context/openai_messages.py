@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline.messages import (
@@ -73,14 +73,16 @@ def _user_to_openai(message: UserMessage) -> list[dict[str, Any]]:
     # Tool results riding in a user message become OpenAI tool messages, sent first so
     # they directly follow the assistant's tool calls.
     results = [c for c in message.contents if isinstance(c, ToolResultContent)]
-    wire = [{"role": "tool", "tool_call_id": r.id, "content": r.content} for r in results]
+    wire: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": r.id, "content": r.content} for r in results
+    ]
     rest = [c for c in message.contents if not isinstance(c, ToolResultContent)]
     if rest or not results:
         wire.append({"role": "user", "content": _user_content(rest)})
     return wire
 
 
-def _user_content(contents: list[UserContent]) -> str | list[dict[str, Any]]:
+def _user_content(contents: Sequence[UserContent]) -> str | list[dict[str, Any]]:
     if not contents:
         return ""
     if len(contents) == 1 and isinstance(contents[0], TextContent):

@@ -327,20 +327,7 @@ def _transcript_lines(message: Message) -> list[str]:
         case CompactionSummaryMessage():
             return [f"Summary of the conversation before this: {message.summary}"]
         case UserMessage():
-            parts: list[str] = []
-            lines: list[str] = []
-            for c in message.contents:
-                if isinstance(c, TextContent):
-                    parts.append(c.content)
-                elif isinstance(c, ImageContent):
-                    parts.extend("[image]" for _ in c.images)
-                elif isinstance(c, AudioContent):
-                    parts.extend("[audio]" for _ in c.audio)
-                elif isinstance(c, ToolResultContent):
-                    lines.append(f"Tool result [{c.id}]: {c.content}")
-            if parts:
-                lines.append("User: " + " ".join(parts))
-            return lines
+            return _user_lines(message)
         case AssistantMessage():
             text = message.text_content()
             lines = [f"Assistant: {text}"] if text else []
@@ -350,3 +337,21 @@ def _transcript_lines(message: Message) -> list[str]:
             )
             return lines
     return []
+
+
+def _user_lines(message: UserMessage) -> list[str]:
+    """A user message: its tool results, then its words with placeholders for media."""
+    parts: list[str] = []
+    lines: list[str] = []
+    for c in message.contents:
+        if isinstance(c, TextContent):
+            parts.append(c.content)
+        elif isinstance(c, ImageContent):
+            parts.extend("[image]" for _ in c.images)
+        elif isinstance(c, AudioContent):
+            parts.extend("[audio]" for _ in c.audio)
+        elif isinstance(c, ToolResultContent):
+            lines.append(f"Tool result [{c.id}]: {c.content}")
+    if parts:
+        lines.append("User: " + " ".join(parts))
+    return lines

@@ -1,10 +1,12 @@
-"""The base of every event, and the emitter that delivers events to their subscribers."""
+"""The base of every event, the emitter that delivers events to their subscribers, and the
+wall-clock timestamps events and messages carry."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 
@@ -30,13 +32,14 @@ class Emitter:
     """
 
     def __init__(self) -> None:
-        self._handlers: dict[type[Event], list[Callable[[Any], None]]] = defaultdict(list)
+        self._handlers: dict[type[Event], list[Callable[[Any], object]]] = defaultdict(list)
         self._pending: list[Event] = []
         self._delivering = False
         self.on_error: Callable[[Exception, Event], None] | None = None
 
-    def on(self, event_type: type[E], handler: Callable[[E], None]) -> None:
-        """Call ``handler`` for every event of exactly ``event_type``."""
+    def on(self, event_type: type[E], handler: Callable[[E], object]) -> None:
+        """Call ``handler`` for every event of exactly ``event_type`` (what it returns is
+        ignored)."""
         self._handlers[event_type].append(handler)
 
     def emit(self, event: Event) -> None:
@@ -57,3 +60,8 @@ class Emitter:
         finally:
             self._delivering = False
             self._pending.clear()
+
+
+def now_iso() -> str:
+    """Wall-clock time as ISO 8601 (UTC), as transcripts and RTVI messages carry it."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")

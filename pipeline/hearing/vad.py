@@ -1,23 +1,21 @@
-"""Voice activity detection: Silero VAD on onnxruntime, batched across sessions.
+"""Voice activity detection: Silero VAD on onnxruntime, one analyzer per audio stream.
 
 Audio arrives as 20 ms frames of 16 kHz mono s16. Each session's :class:`VADAnalyzer`
 buffers it into 32 ms windows (512 samples, plus the previous window's last 64 as
 context, as Silero expects) and runs a QUIET → STARTING → SPEAKING → STOPPING state
-machine on the speech probability. Inference goes through :class:`VADBatch`, which runs
-the ready windows of any number of analyzers as ONE call on the process-wide
-:class:`SileroModel`; a single analyzer's :meth:`VADAnalyzer.push` is a batch of one
-(tests, offline replays). The server's sessions go through
-:class:`pipeline.hearing.vad_batcher.VADBatcher`, which batches every session of the loop and
-runs :meth:`VADBatch.infer` in a worker thread.
+machine on the speech probability. :meth:`VADAnalyzer.push` scores its windows inline,
+one at a time (tests, offline replays). The server's sessions batch them instead:
+:class:`pipeline.hearing.vad_batcher.VADBatch` runs the ready windows of any number of
+analyzers as ONE call on the process-wide :class:`SileroModel`, and
+:class:`pipeline.hearing.vad_batcher.VADBatcher` batches every session of the loop that way
+in a worker thread.
 
-Threading (the model itself is :mod:`pipeline.hearing.silero`): an analyzer or a batch must be
-used by one thread at a time; only
-:meth:`VADBatch.infer` is meant to run elsewhere (an executor), see :class:`VADBatch`.
+Threading (the model itself is :mod:`pipeline.hearing.silero`): an analyzer must be used by
+one thread at a time; only ``VADBatch.infer`` is meant to run elsewhere (an executor).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -120,7 +118,6 @@ class VADAnalyzer:
         # buf[0:64] is the context; new samples follow. Room for a window plus a frame.
         self._buf = np.zeros(CONTEXT + 2 * WINDOW, np.float32)
         self._rnn = np.zeros((2, STATE_SIZE), np.float32)
-        self._solo: VADBatch | None = None
         self.reset()
 
     @property
@@ -161,14 +158,15 @@ class VADAnalyzer:
         """Take one frame (16 kHz mono s16; ``t`` = its start on the session clock) and
         return the events it completes. Runs inference inline as a batch of one."""
         self.feed(frame, t)
-        if self._fill < CONTEXT + WINDOW:
-            return []
-        if self._solo is None:
-            self._solo = VADBatch(self._model)
-        return self._solo.run((self,))[0]
+        events: list[Event] = []
+        while (window := self.take_window()) is not None:
+            probs, state = self._model.infer(window[np.newaxis], self._rnn[:, np.newaxis])
+            events += self.apply(float(probs[0]), state[:, 0])
+        return events
 
     def feed(self, frame: bytes, t: float) -> None:
-        """Buffer a frame without running the model (for :class:`VADBatch`)."""
+        """Buffer a frame without running the model (for
+        :class:`~pipeline.hearing.vad_batcher.VADBatch`)."""
         pcm = np.frombuffer(frame, dtype=np.int16)
         end = self._fill + pcm.size
         if end > self._buf.size:  # only for frames longer than a window or a backlog
@@ -243,36 +241,59 @@ class VADAnalyzer:
         return [SpeechStopped(end), AudioIdle(t)]
 
     def _advance(self, prob: float, level: float, start: float) -> list[Event]:
+        """Run the state machine on one window (``start``: its start time)."""
+        self._follow_volume(level)
         params = self.params
+        if prob >= params.confidence and self._volume >= params.min_volume:
+            state = self._on_speech(level, start)
+        else:
+            state = self._on_silence(prob)
+        state, events = self._decide(state, start)
+        self._state = state
+        return events
+
+    def _follow_volume(self, level: float) -> None:
+        """The gate's envelope: instant rise, slow release."""
         if level >= self._volume:
             self._volume = level
         else:
             self._volume += _VOLUME_RELEASE * (level - self._volume)
-        speech = prob >= params.confidence and self._volume >= params.min_volume
-        state = self._state
-        if speech:
-            # The envelope and Silero both linger after the sound; the end is the last
-            # speech window that was loud by itself.
-            if level >= params.min_volume or state is VADState.QUIET:
-                self._speech_end = start + WINDOW_SECS
-            if state is VADState.QUIET:
-                state, self._run, self._gap, self._onset = VADState.STARTING, 1, 0, start
-            elif state is VADState.STARTING:
-                self._run, self._gap = self._run + 1, 0
-            elif state is VADState.STOPPING:
-                state = VADState.SPEAKING
-        elif state is VADState.STARTING:
-            if prob >= params.confidence - _START_MARGIN:
-                self._gap = 0
-            else:
-                self._gap += 1
-                if self._gap > _START_MAX_GAP:
-                    state = VADState.QUIET
-        elif state is VADState.SPEAKING:
-            state, self._run = VADState.STOPPING, 1
-        elif state is VADState.STOPPING:
-            self._run += 1
 
+    def _on_speech(self, level: float, start: float) -> VADState:
+        """The state after a speech window (runs and gaps updated)."""
+        state = self._state
+        # The envelope and Silero both linger after the sound; the end is the last
+        # speech window that was loud by itself.
+        if level >= self.params.min_volume or state is VADState.QUIET:
+            self._speech_end = start + WINDOW_SECS
+        if state is VADState.QUIET:
+            self._run, self._gap, self._onset = 1, 0, start
+            return VADState.STARTING
+        if state is VADState.STARTING:
+            self._run, self._gap = self._run + 1, 0
+        elif state is VADState.STOPPING:
+            return VADState.SPEAKING
+        return state
+
+    def _on_silence(self, prob: float) -> VADState:
+        """The state after a window that is not speech (runs and gaps updated)."""
+        state = self._state
+        if state is VADState.STARTING:
+            if prob >= self.params.confidence - _START_MARGIN:
+                self._gap = 0
+                return state
+            self._gap += 1
+            return VADState.QUIET if self._gap > _START_MAX_GAP else state
+        if state is VADState.SPEAKING:
+            self._run = 1
+            return VADState.STOPPING
+        if state is VADState.STOPPING:
+            self._run += 1
+        return state
+
+    def _decide(self, state: VADState, start: float) -> tuple[VADState, list[Event]]:
+        """The events of moving from ``self._state`` to ``state``, and where the runs
+        take it (a long enough run starts or stops speech)."""
         events: list[Event] = []
         if state is VADState.STARTING and self._state is VADState.QUIET:
             events.append(SpeechOnset(self._onset))
@@ -286,100 +307,4 @@ class VADAnalyzer:
             events.append(SpeechStopped(self._speech_end))
         elif state is VADState.STOPPING and self._run == self._pause_windows:
             events.append(SpeechPausing(self._speech_end))
-        self._state = state
-        return events
-
-
-class VADBatch:
-    """One inference call for the ready windows of many analyzers.
-
-    Every 32 ms each analyzer fed with 20 ms frames has (at most) one window ready.
-    :meth:`run` stages all ready windows, infers them together, applies the results and
-    repeats while any analyzer still has a window (a backlog after a burst of frames).
-
-    To keep inference off the event loop, split it: :meth:`stage` and :meth:`finish` on
-    the loop (they touch the analyzers), :meth:`infer` in an executor (it touches only
-    this batch's buffers and the read-only model). Analyzers may be fed meanwhile; a
-    window in flight is not staged again. Use one ``VADBatch`` per concurrent caller.
-    """
-
-    def __init__(self, model: SileroModel | None = None) -> None:
-        self._model = model or SileroModel.shared()
-        self._scratch: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._requested = 0
-        self._staged: list[tuple[int, VADAnalyzer]] = []
-        self._probs: np.ndarray | None = None
-        self._new_state: np.ndarray | None = None
-
-    def run(self, analyzers: Sequence[VADAnalyzer]) -> list[list[Event]]:
-        """Process every ready window; events per analyzer, in the order given."""
-        results: list[list[Event]] = [[] for _ in analyzers]
-        while self.stage(analyzers):
-            self.infer()
-            for events, new in zip(results, self.finish(), strict=True):
-                if new:
-                    events.extend(new)
-        return results
-
-    def stage(self, analyzers: Sequence[VADAnalyzer]) -> int:
-        """Copy the ready windows and states in; returns how many were staged."""
-        if self._staged:
-            raise RuntimeError("finish() the staged batch before staging another")
-        if any(analyzer.model is not self._model for analyzer in analyzers):
-            raise ValueError("all analyzers in a batch must share the batch's model")
-        self._requested = len(analyzers)
-        windows = []
-        for index, analyzer in enumerate(analyzers):
-            window = analyzer.take_window()
-            if window is not None:
-                self._staged.append((index, analyzer))
-                windows.append(window)
-        count = len(windows)
-        if count:
-            inputs, states = self._buffers(count)
-            for row, ((_, analyzer), window) in enumerate(zip(self._staged, windows, strict=True)):
-                inputs[row] = window
-                states[:, row] = analyzer.recurrent_state
-        return count
-
-    def infer(self) -> None:
-        """Run the staged batch (thread-safe with respect to the analyzers)."""
-        count = len(self._staged)
-        if count:
-            inputs, states = self._scratch[count]
-            self._probs, self._new_state = self._model.infer(inputs, states)
-
-    def finish(self) -> list[list[Event]]:
-        """Apply the results; events per analyzer passed to :meth:`stage`, in order."""
-        results: list[list[Event]] = [[] for _ in range(self._requested)]
-        if not self._staged:
-            return results
-        probs, new_state = self._probs, self._new_state
-        if probs is None or new_state is None:
-            raise RuntimeError("infer() the staged batch before finishing it")
-        for row, (index, analyzer) in enumerate(self._staged):
-            results[index] = analyzer.apply(float(probs[row]), new_state[:, row])
-        self._staged.clear()
-        self._probs = self._new_state = None
-        return results
-
-    def fail(self) -> list[list[Event]]:
-        """Drop the staged batch unscored (its inference failed or was cancelled): each
-        window counts as silence and its analyzer keeps its model state."""
-        results: list[list[Event]] = [[] for _ in range(self._requested)]
-        for index, analyzer in self._staged:
-            results[index] = analyzer.apply(0.0, analyzer.recurrent_state.copy())
-        self._staged.clear()
-        self._probs = self._new_state = None
-        return results
-
-    def _buffers(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        # onnxruntime wants contiguous inputs, so keep one exact-size pair per batch size.
-        pair = self._scratch.get(count)
-        if pair is None:
-            pair = (
-                np.zeros((count, CONTEXT + WINDOW), np.float32),
-                np.zeros((2, count, STATE_SIZE), np.float32),
-            )
-            self._scratch[count] = pair
-        return pair
+        return state, events

@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 
 from pipeline.events import BotPaused, BotResumed, Event, Transcription
 from pipeline.interruptions.judge import InterruptionDecider, InterruptionParams, Verdict
+from pipeline.reply.playout_pacing import AudioOutput
 
 # The bot's words the echo check compares against: the sentences it played lately.
 _RECENT_SEGMENTS = 3
@@ -43,12 +44,19 @@ OnsetPause = Literal["auto", "on", "off"]
 
 
 class Pausable(Protocol):
-    playing: bool
-    paused: bool
+    @property
+    def playing(self) -> bool: ...
+
+    @property
+    def paused(self) -> bool: ...
 
     def pause(self) -> None: ...
 
     def resume(self) -> None: ...
+
+
+class PausableOutput(AudioOutput, Pausable, Protocol):
+    """The paced track: audio out that a barge-in pauses."""
 
 
 class BargeIn:

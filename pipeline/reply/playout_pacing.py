@@ -47,7 +47,10 @@ _EPSILON = 1e-6  # float sums of slice lengths
 class AudioOutput(Protocol):
     """The outbound track, as the pipeline sees it."""
 
-    playing: bool  # audio is going out right now
+    @property
+    def playing(self) -> bool:
+        """Audio is going out right now."""
+        ...
 
     def write(self, pcm: bytes | np.ndarray, sample_rate: int, text: str | None = None) -> None: ...
 

@@ -53,6 +53,12 @@ class SentenceAggregator:
     ``scanned`` counts the characters searched (some twice), for tests of that.
     """
 
+    # Set by reset().
+    _buffer: str
+    _resume: int
+    _seen: int
+    _first: bool
+
     def __init__(self, min_clause_words: int = MIN_CLAUSE_WORDS) -> None:
         self._min_clause_words = min_clause_words
         self.scanned = 0

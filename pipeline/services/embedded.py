@@ -40,8 +40,6 @@ from pipeline.services.embedded_specs import (
     DEFAULT_LLM,
     DEFAULT_STT,
     HIBARI,
-    LLMS,
-    STTS,
     LLMSpec,
     STTSpec,
     llm_spec,
@@ -386,7 +384,8 @@ class EmbeddedModels:
         )
 
     def _fall_back(self, role: str, spec: LLMSpec | STTSpec, reason: str) -> Any:
-        fallback = (LLMS if role == "llm" else STTS)[spec.fallback]  # type: ignore[index]
+        assert spec.fallback is not None  # both callers fall back only to a named spec
+        fallback = llm_spec(spec.fallback) if role == "llm" else stt_spec(spec.fallback)
         self._fallbacks[role] = f"{spec.name} unavailable: {reason}"
         logger.warning(
             "embedded {}: {} is unavailable, using {} instead: {}",

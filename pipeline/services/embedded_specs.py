@@ -161,14 +161,14 @@ def llm_spec(name: str) -> LLMSpec:
     """The LLM choice called ``name``; ValueError names the choices."""
     if name not in LLMS:
         raise ValueError(f"unknown embedded LLM {name!r}; choose one of {', '.join(LLMS)}")
-    return LLMS[name]  # type: ignore[index]
+    return LLMS[name]
 
 
 def stt_spec(name: str) -> STTSpec:
     """The STT choice called ``name``; ValueError names the choices."""
     if name not in STTS:
         raise ValueError(f"unknown embedded STT {name!r}; choose one of {', '.join(STTS)}")
-    return STTS[name]  # type: ignore[index]
+    return STTS[name]
 
 
 # ``package_dirs`` overrides, for tests: a role ("llm", "stt") maps to a folder holding

@@ -15,7 +15,7 @@ since its text may already have been spoken.
 from __future__ import annotations
 
 import json
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import httpx2
 import openai
@@ -174,7 +174,7 @@ def _log_detail(error: ServiceError, exc: BaseException) -> None:
 def _where(exc: BaseException) -> str:
     """`` [POST https://…/chat/completions]`` when the exception knows its request."""
     try:
-        request = exc.request  # type: ignore[attr-defined]
+        request: Any = getattr(exc, "request", None)
         return f" [{request.method} {request.url}]"
     except Exception:  # none, or httpx's "the .request property has not been set"
         return ""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pipeline.messages import Usage
+from pipeline.services.closable import ClosableStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,14 +98,15 @@ class LLMService(Protocol):
     ``thoughts_in_context`` attribute (False if absent) says whether the thought is kept
     in the context (the reference's ``append_to_context``)."""
 
-    supports_tools: bool
+    @property
+    def supports_tools(self) -> bool: ...
 
     def stream(
         self,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = None,
-    ) -> AsyncIterator[LLMChunk]: ...
+    ) -> ClosableStream[LLMChunk]: ...
 
 
 class FixedText:
@@ -118,5 +120,5 @@ class FixedText:
 
     async def stream(
         self, messages: list[dict[str, Any]], tools: Any = None, tool_choice: Any = None
-    ) -> AsyncIterator[LLMChunk]:
+    ) -> AsyncGenerator[LLMChunk, None]:
         yield TextDelta(self.text)

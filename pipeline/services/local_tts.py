@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
@@ -96,7 +96,7 @@ class LocalTTS:
     def __init__(self, models: EmbeddedModels | None = None) -> None:
         self._models = models or EmbeddedModels.shared()
 
-    async def synthesize(self, text: str) -> AsyncIterator[np.ndarray]:
+    async def synthesize(self, text: str) -> AsyncGenerator[np.ndarray, None]:
         if not text.strip():
             return
         tts = await self._models.tts.get()

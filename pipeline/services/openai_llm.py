@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import openai
-from openai.types.chat import ChatCompletionChunk
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from pipeline.messages import Usage
 from pipeline.services.circuit import CircuitBreaker
@@ -148,7 +148,7 @@ def _usage(raw: Any) -> Usage:
 class OpenAILLM(OpenAIEndpoint):
     """Streams chat completions; see the module docstring for timing and tool calls."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  keyword-only provider options, as the OpenAI client's
         self,
         model: str,
         *,
@@ -218,25 +218,26 @@ class OpenAILLM(OpenAIEndpoint):
                 async for chunk in chunks:
                     yield chunk
 
+    async def _open(self, deadline: float, request: dict[str, Any]) -> Any:
+        """The response stream, opened before ``deadline`` (the first token's)."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._client.chat.completions.create(**request)
+        except TimeoutError:
+            raise timed_out(SERVICE, f"no answer within {self.first_token_timeout:g} s") from None
+        except Exception as exc:
+            raise map_error(exc, SERVICE) from exc
+
     async def _stream(
         self,
         call: LLMStream,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         tool_choice: Any,
-    ) -> AsyncIterator[LLMChunk]:
+    ) -> AsyncGenerator[LLMChunk, None]:
         loop = asyncio.get_running_loop()
         first_deadline = loop.time() + self.first_token_timeout
-        try:
-            async with asyncio.timeout_at(first_deadline):
-                stream = await self._client.chat.completions.create(
-                    **self._request(messages, tools, tool_choice)
-                )
-        except TimeoutError:
-            raise timed_out(SERVICE, f"no answer within {self.first_token_timeout:g} s") from None
-        except Exception as exc:
-            raise map_error(exc, SERVICE) from exc
-
+        stream = await self._open(first_deadline, self._request(messages, tools, tool_choice))
         calls = _ToolCallJoiner()
         usage: UsageReport | None = None
         finished = False
@@ -294,7 +295,8 @@ class OpenAILLM(OpenAIEndpoint):
             try:
                 response = await self._client.chat.completions.create(
                     model=self.model,
-                    messages=messages,  # type: ignore[arg-type]
+                    # cast: the context's to_openai dicts are chat-completions messages.
+                    messages=cast("list[ChatCompletionMessageParam]", messages),
                     max_tokens=max_tokens,
                     extra_body=self.extra_body,
                 )

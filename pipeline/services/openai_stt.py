@@ -67,9 +67,10 @@ class OpenAISTT(OpenAIEndpoint):
         audio = wav_bytes(pcm, sample_rate)
 
         async def attempt() -> Transcript:
-            extra = {"language": self.language} if self.language else {}
             result = await self._client.audio.transcriptions.create(
-                file=("audio.wav", audio, "audio/wav"), model=self.model, **extra
+                file=("audio.wav", audio, "audio/wav"),
+                model=self.model,
+                language=self.language or openai.omit,  # omit: the field is not sent
             )
             text = getattr(result, "text", None)
             if not isinstance(text, str):

@@ -11,7 +11,7 @@ bad response, not noise to play. Closing the iterator early closes the response.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 import numpy as np
@@ -66,7 +66,7 @@ class OpenAITTS(OpenAIEndpoint):
             client, base_url=base_url, api_key=api_key, timeout=timeout, breaker=breaker
         )
 
-    async def synthesize(self, text: str) -> AsyncIterator[np.ndarray]:
+    async def synthesize(self, text: str) -> AsyncGenerator[np.ndarray, None]:
         with self.guarded():  # the sentence, retries included, is one outcome for the breaker
             # Retried until the first audio; others' failures may open the breaker meanwhile.
             chunks, first = await self.retry.call(

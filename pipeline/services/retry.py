@@ -31,6 +31,7 @@ from tenacity import (
     stop_before_delay,
     wait_exponential,
 )
+from tenacity.stop import stop_base
 
 from pipeline.services.errors import ServiceError, map_error
 
@@ -91,7 +92,7 @@ class RetryPolicy:
                 state.upcoming_sleep,
             )
 
-        stop = stop_after_attempt(self.retries + 1)
+        stop: stop_base = stop_after_attempt(self.retries + 1)
         if self.deadline is not None:
             stop = stop | stop_before_delay(self.deadline)
         retrying = AsyncRetrying(

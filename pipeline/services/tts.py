@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Protocol
 
 import numpy as np
+
+from pipeline.services.closable import ClosableStream
 
 
 class TTSService(Protocol):
@@ -13,4 +14,4 @@ class TTSService(Protocol):
 
     sample_rate: int
 
-    def synthesize(self, text: str) -> AsyncIterator[np.ndarray]: ...
+    def synthesize(self, text: str) -> ClosableStream[np.ndarray]: ...

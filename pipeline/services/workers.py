@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
@@ -112,7 +112,7 @@ class WorkerPool:
 
     async def stream(
         self, produce: Callable[[Callable[[Any], None], threading.Event], None]
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         """Run ``produce(emit, stop)`` in a worker and yield what it emits, in order.
 
         The producer calls ``emit(item)`` from its thread and should return soon after

@@ -183,14 +183,19 @@ class UserTurnController:
 
     def _start_turn(self, strategy: UserTurnStartStrategy) -> None:
         self._ctx.turn_active = True
-        for s in (*self.start_strategies, *self.stop_strategies):
-            s.reset()
+        self._reset_strategies()
         self._restart_watchdog()
         self._emit(
             UserTurnStarted(
                 t=self._ctx.now, strategy=strategy.name, interrupt=strategy.enable_interruptions
             )
         )
+
+    def _reset_strategies(self) -> None:
+        for start in self.start_strategies:
+            start.reset()
+        for stop in self.stop_strategies:
+            stop.reset()
 
     def discard(self, t: float, text: str = "") -> None:
         """End the turn in progress as no turn at all (a backchannel): the strategies
@@ -199,8 +204,7 @@ class UserTurnController:
         if not self._ctx.turn_active:
             return
         self._ctx.turn_active = False
-        for s in (*self.start_strategies, *self.stop_strategies):
-            s.reset()
+        self._reset_strategies()
         self._watchdog = None
         self._emit(UserTurnDiscarded(t=self._ctx.now, text=text))
 

@@ -19,7 +19,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from pipeline.aggregators import UserAggregator
 from pipeline.context.llm_context import LLMContext
@@ -167,7 +167,7 @@ class TypedTurns:
         self._audio = True
         self._first = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self._asked: Message | None = None  # the last typed turn sent to the LLM
+        self._asked: UserMessage | None = None  # the last typed turn sent to the LLM
         self._answer_seen = False  # whether anything of its answer reached the client
         self._tokens = float(self.params.burst)
         self._refilled = clock()
@@ -211,7 +211,8 @@ class TypedTurns:
             conversation.interrupt()  # a typed turn barges in, as speech does
         message = conversation.user.add_text(text, run_llm=False)
         if run:
-            self._asked, self._answer_seen = message, False
+            # cast: add_text adds the typed text as a user message (typed as any Message).
+            self._asked, self._answer_seen = cast(UserMessage, message), False
             conversation.run_llm(audio=audio)
 
     def close(self) -> None:

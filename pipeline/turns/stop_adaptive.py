@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.events import (
     Event,
@@ -149,50 +150,62 @@ class AdaptiveTurnStop(UserTurnStopStrategy):
         return predicted
 
     def handle(self, event: Event, ctx: TurnContext) -> bool:
-        if isinstance(event, SpeechOnset):
-            self._onset = event.t
-        elif isinstance(event, SpeechFalseStart):
-            if self._pause is not None and self._onset is not None:
-                self._quiet = self._onset  # a short sound in the pause: still there
-        elif isinstance(event, SpeechStarted):
-            self._pause = self._score = self._score_due = self._quiet = None
-            self._end = self._predict = self._early = None
-            self._predicted = False
-        elif isinstance(event, SpeechPausing):
-            self._early, self._early_text, self._early_score = event.t, "", None
-            return False
-        elif isinstance(event, SpeechStopped):
-            early = self._early_score if event.t == self._early else None
-            self._pause, self._quiet, self._score = event.t, event.t, early
-            self._score_due = ctx.now + self.params.score_timeout
-            self._awaiting += 1
-            self._predicted = False
-            self._early = None
-        elif isinstance(event, Transcription) and not event.final:
+        step = _STEPS.get(type(event))
+        return False if step is None else step(self, event, ctx)
+
+    def _on_onset(self, event: SpeechOnset, ctx: TurnContext) -> bool:
+        self._onset = event.t
+        return self._decide(ctx)
+
+    def _on_false_start(self, event: SpeechFalseStart, ctx: TurnContext) -> bool:
+        if self._pause is not None and self._onset is not None:
+            self._quiet = self._onset  # a short sound in the pause: still there
+        return self._decide(ctx)
+
+    def _on_started(self, event: SpeechStarted, ctx: TurnContext) -> bool:
+        self._pause = self._score = self._score_due = self._quiet = None
+        self._end = self._predict = self._early = None
+        self._predicted = False
+        return self._decide(ctx)
+
+    def _on_pausing(self, event: SpeechPausing, ctx: TurnContext) -> bool:
+        self._early, self._early_text, self._early_score = event.t, "", None
+        return False
+
+    def _on_stopped(self, event: SpeechStopped, ctx: TurnContext) -> bool:
+        early = self._early_score if event.t == self._early else None
+        self._pause, self._quiet, self._score = event.t, event.t, early
+        self._score_due = ctx.now + self.params.score_timeout
+        self._awaiting += 1
+        self._predicted = False
+        self._early = None
+        return self._decide(ctx)
+
+    def _on_words(self, event: Transcription, ctx: TurnContext) -> bool:
+        if not event.final:
             if self._early is not None and event.text.strip():
                 self._early_text = event.text.strip()
                 self._foresee(ctx, event.language)
             return False
-        elif isinstance(event, Transcription) and event.final:
-            self._awaiting = max(0, self._awaiting - 1)
-            if event.text.strip():
-                self._text = f"{self._text} {event.text.strip()}".lstrip()
-                self._language = canonical(event.language) or self.params.language
-            if self._pause is None and not ctx.user_speaking:
-                # Words with no pause seen: the turn began at them (a min-words start)
-                # or the STT has no VAD. Count the silence from them.
-                self._pause = self._quiet = event.t
-                self._score_due = ctx.now + self.params.score_timeout
-        elif isinstance(event, TurnEndScore):
-            if event.speech_end == self._early:
-                self._early_score = event.probability
-                self._foresee(ctx, None)
-                return False
-            if event.speech_end != self._pause:
-                return False  # a score of an earlier pause: the user spoke since
-            self._score = event.probability
-        else:
+        self._awaiting = max(0, self._awaiting - 1)
+        if event.text.strip():
+            self._text = f"{self._text} {event.text.strip()}".lstrip()
+            self._language = canonical(event.language) or self.params.language
+        if self._pause is None and not ctx.user_speaking:
+            # Words with no pause seen: the turn began at them (a min-words start) or the
+            # STT has no VAD. Count the silence from them.
+            self._pause = self._quiet = event.t
+            self._score_due = ctx.now + self.params.score_timeout
+        return self._decide(ctx)
+
+    def _on_score(self, event: TurnEndScore, ctx: TurnContext) -> bool:
+        if event.speech_end == self._early:
+            self._early_score = event.probability
+            self._foresee(ctx, None)
             return False
+        if event.speech_end != self._pause:
+            return False  # a score of an earlier pause: the user spoke since
+        self._score = event.probability
         return self._decide(ctx)
 
     def _foresee(self, ctx: TurnContext, language: str | None) -> None:
@@ -238,3 +251,15 @@ class AdaptiveTurnStop(UserTurnStopStrategy):
 
     def __repr__(self) -> str:
         return f"AdaptiveTurnStop({self.params})"
+
+
+# What each event does to the rule (any other event: nothing).
+_STEPS: dict[type[Event], Callable[[AdaptiveTurnStop, Any, TurnContext], bool]] = {
+    SpeechOnset: AdaptiveTurnStop._on_onset,
+    SpeechFalseStart: AdaptiveTurnStop._on_false_start,
+    SpeechStarted: AdaptiveTurnStop._on_started,
+    SpeechPausing: AdaptiveTurnStop._on_pausing,
+    SpeechStopped: AdaptiveTurnStop._on_stopped,
+    Transcription: AdaptiveTurnStop._on_words,
+    TurnEndScore: AdaptiveTurnStop._on_score,
+}

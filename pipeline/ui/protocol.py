@@ -219,15 +219,3 @@ class SetInputValue(_Target):
     """``set_input_value``: fill a text field (or choose a ``<select>`` option)."""
 
     value: str
-
-
-# Command name → payload model of the commands the bundled browser client handles.
-STANDARD_COMMANDS: dict[str, type[BaseModel]] = {
-    "toast": Toast,
-    "navigate": Navigate,
-    "highlight": Highlight,
-    "focus": Focus,
-    "click": Click,
-    "select_text": SelectText,
-    "set_input_value": SetInputValue,
-}

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from pipeline.context.llm_context import LLMContext
 from pipeline.events import Emitter, UserTurnStarted
-from pipeline.messages import ImageContent, UserMessage
+from pipeline.messages import ImageContent, UserContent, UserMessage
 from pipeline.vision.tools import CAMERA, SCREEN, CapturedFrame, FrameSource
 
 # A picture older than this is not sent as the user's current view.
@@ -49,7 +49,7 @@ def keep_newest_images(context: LLMContext, keep: int) -> int:
         contents = message.contents
         if not any(isinstance(c, ImageContent) for c in contents):
             continue
-        kept = []
+        kept: list[UserContent] = []
         for content in reversed(contents):  # the last picture of a message is its newest
             if isinstance(content, ImageContent):
                 take = content.images[len(content.images) - budget :] if budget > 0 else []

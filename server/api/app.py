@@ -24,8 +24,8 @@ from server.api.readiness import NotReady, Readiness
 from server.guards import auth
 from server.ops.metrics import ServerMetrics, add_metrics
 from server.rtvi.handler import ClientMessages, add_agent_handlers
+from server.session.model_services import Services
 from server.session.registry import SessionRegistry
-from server.session.services import Services
 from server.session.shutdown import ShutdownHook
 from server.settings import Settings, get_settings
 from server.settings.agent_file import load_agent

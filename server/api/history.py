@@ -82,7 +82,7 @@ async def get_history(
     if before is not None and before.tzinfo is None:
         before = before.replace(tzinfo=UTC)
     timestamp = before.timestamp() if before else None
-    sessions = await store.list(limit, timestamp, owner, before_id)
+    sessions = await store.list_sessions(limit, timestamp, owner, before_id)
     if len(sessions) < limit:
         return History(sessions=sessions, storage=store.name)
     last = sessions[-1]

@@ -24,10 +24,10 @@ from pipeline.task_cancel import cancel_and_wait
 from pipeline.tools.agent import Agent
 from server import __version__
 from server.ops.metrics import ServerMetrics
+from server.session.model_services import Services, build_services
+from server.session.pipeline_params import warm_first_turn
 from server.session.registry import SessionRegistry
-from server.session.services import Services, build_services
 from server.session.shutdown import Drain, ShutdownHook, run_shutdown_hooks
-from server.session.voice_parts import warm_first_turn
 from server.settings import Settings
 from server.storage.backends import open_store
 from server.storage.retention import keep_purging, purge_expired

@@ -111,7 +111,9 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     book: ClassVar[ConnectionBook]
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(  # type: ignore[override]  # narrows BaseTransport, as uvicorn's does
+        self, transport: asyncio.Transport
+    ) -> None:
         super().connection_made(transport)
         self._timer: asyncio.TimerHandle | None = None
         self._heard = False  # bytes of a request since the deadline was set

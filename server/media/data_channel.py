@@ -124,7 +124,8 @@ class ChatChannel:
             self._fail(reason)
         if channel is self._channel:  # replies move to what is left, chat first
             chats = [c for c in self._channels if _label(c) == CHAT]
-            self._channel = (chats or self._channels or [None])[0]
+            remaining = chats or self._channels
+            self._channel = remaining[0] if remaining else None
 
     def _fail(self, reason: str) -> None:
         """Give up: the association goes (with ``reason``) and the session is told."""

@@ -96,7 +96,7 @@ class PacketGate:
             if self.admit():
                 await handle(packet, arrival_time_ms=arrival_time_ms)
 
-        gated.packet_gate = self  # type: ignore[attr-defined]
+        gated.packet_gate = self  # type: ignore[attr-defined]  # a mark guard() looks for
         setattr(receiver, _HANDLE_RTP, gated)
 
 

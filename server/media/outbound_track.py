@@ -193,7 +193,7 @@ class PacedAudioTrack(MediaStreamTrack):
             if listener is not None:
                 self._tell(listener.playout_stopped)
 
-    async def recv(self) -> Packet:  # type: ignore[override]
+    async def recv(self) -> Packet:
         """The next 20 ms as an Opus packet, when it is due (aiortc sends it as is)."""
         pcm = await self.recv_pcm()
         return self._encoder.encode(pcm, self._pts, silent=pcm is self._silence)

@@ -43,10 +43,10 @@ import hashlib
 import inspect
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from struct import pack
-from typing import Any
+from typing import Any, cast
 
 from aiortc import RTCDataChannel, RTCPeerConnection, RTCSessionDescription
 from aiortc.rtcsctptransport import (
@@ -211,7 +211,14 @@ def _guard(sctp: RTCSctpTransport) -> _Guard | None:
 _orig: dict[str, Callable[..., Any]] = {}
 
 
-def _add_chunk(self: InboundStream, chunk: DataChunk) -> None:
+class _CountedStream(InboundStream):
+    """An ``InboundStream`` as :func:`install` leaves it (a type only, never made)."""
+
+    _parley_bytes: int  # what the stream's reassembly queue holds
+    _parley_quiet: bool  # the last chunk cannot have completed a message
+
+
+def _add_chunk(self: _CountedStream, chunk: DataChunk) -> None:
     appended = not self.reassembly or uint32_gt(chunk.tsn, self.reassembly[-1].tsn)
     _orig["add_chunk"](self, chunk)
     self._parley_bytes += len(chunk.user_data)
@@ -219,7 +226,7 @@ def _add_chunk(self: InboundStream, chunk: DataChunk) -> None:
     self._parley_quiet = appended and not chunk.flags & SCTP_DATA_LAST_FRAG
 
 
-def _pop_messages(self: InboundStream) -> Iterator[tuple[int, int, bytes]]:
+def _pop_messages(self: _CountedStream) -> Iterator[tuple[int, int, bytes]]:
     if self._parley_quiet:
         self._parley_quiet = False
         return
@@ -228,7 +235,7 @@ def _pop_messages(self: InboundStream) -> Iterator[tuple[int, int, bytes]]:
         yield message
 
 
-def _prune_chunks(self: InboundStream, tsn: int) -> int:
+def _prune_chunks(self: _CountedStream, tsn: int) -> int:
     size: int = _orig["prune_chunks"](self, tsn)
     self._parley_bytes -= size
     return size
@@ -236,7 +243,7 @@ def _prune_chunks(self: InboundStream, tsn: int) -> int:
 
 def _held(sctp: RTCSctpTransport) -> int:
     """What the peer's unfinished messages cost us now."""
-    streams = sctp._inbound_streams.values()
+    streams = cast(Iterable[_CountedStream], sctp._inbound_streams.values())  # see install()
     return sum(s._parley_bytes + len(s.reassembly) * FRAGMENT_COST for s in streams)
 
 
@@ -322,7 +329,8 @@ async def _transmit(self: RTCSctpTransport) -> None:
     if idle:  # data outstanding from now on: the stall clock starts
         guard.progress_at = time.monotonic()
     if guard.watchdog is None:
-        guard.watchdog = self._loop.call_later(
+        # cast: aiortc sets _loop in __init__ (pyee's base class types it Optional).
+        guard.watchdog = cast(asyncio.AbstractEventLoop, self._loop).call_later(
             guard.limits.stall_seconds, _watch, weakref.ref(self)
         )
 
@@ -341,7 +349,8 @@ def _watch(ref: weakref.ref[RTCSctpTransport]) -> None:
     if waited >= stall:
         abort(sctp, f"the peer acknowledged nothing for {waited:.0f} s")
     else:
-        guard.watchdog = sctp._loop.call_later(stall - waited, _watch, ref)
+        loop = cast(asyncio.AbstractEventLoop, sctp._loop)  # see _transmit
+        guard.watchdog = loop.call_later(stall - waited, _watch, ref)
 
 
 def _t3_expired(self: RTCSctpTransport) -> None:
@@ -432,8 +441,9 @@ def install() -> None:
     for name, (owner, replacement) in _PATCHES.items():
         _orig[name] = getattr(owner, name)
         setattr(owner, name, replacement)
-    InboundStream._parley_bytes = 0  # type: ignore[attr-defined]
-    InboundStream._parley_quiet = False  # type: ignore[attr-defined]
+    counted = cast(type[_CountedStream], InboundStream)  # cast: it is from now on
+    counted._parley_bytes = 0
+    counted._parley_quiet = False
     changed = drift()
     if changed:
         logger.warning("aiortc changed under server/media/sctp_limits.py: {}", changed)

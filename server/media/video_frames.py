@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fractions
 from dataclasses import dataclass
+from typing import Literal
 
 import av
 from av.video.frame import VideoFrame
@@ -24,7 +25,7 @@ _VP8_START_CODE = b"\x9d\x01\x2a"
 # H.264 NAL unit types: an IDR slice is a keyframe.
 _H264_IDR = 5
 # FFmpeg's decoders for the codecs aiortc negotiates.
-_DECODERS = {"vp8": "vp8", "h264": "h264"}
+_DECODERS: dict[str, Literal["vp8", "h264"]] = {"vp8": "vp8", "h264": "h264"}
 # MJPEG quantiser (2 best .. 31 worst): 6 keeps text on a shared screen readable at
 # about a tenth of the bytes of the best quality.
 _JPEG_QUALITY = "6"
@@ -84,7 +85,7 @@ class KeyframeDecoder:
     (the intake runs it in one worker thread)."""
 
     def __init__(self) -> None:
-        self._codecs: dict[str, av.CodecContext] = {}
+        self._codecs: dict[str, av.VideoCodecContext] = {}
 
     def decode(self, codec: str, data: bytes, max_side: int) -> Still | None:
         """The picture of the keyframe ``data``, or None if it does not decode."""

@@ -160,8 +160,10 @@ class TrackIntake:
 
     async def _send_pli(self) -> None:
         receiver = self.receiver
+        if receiver is None:
+            return
         try:
-            for source in receiver.getSynchronizationSources() if receiver else ():
+            for source in receiver.getSynchronizationSources():
                 await receiver._send_rtcp_pli(source.source)
         except Exception as exc:  # the transport is closing: the look times out instead
             logger.debug("video: a keyframe request failed: {!r}", exc)

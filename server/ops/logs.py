@@ -16,9 +16,12 @@ import json
 import logging
 import sys
 import traceback
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from loguru import logger
+
+if TYPE_CHECKING:
+    from loguru import Record
 
 # Fields of a loguru record that are not copied as such into a JSON line.
 _RESERVED = {"time", "level", "message", "logger", "function", "line", "exception"}
@@ -65,9 +68,13 @@ class InterceptHandler(logging.Handler):
             level: str | int = logger.level(record.levelname).name
         except ValueError:
             level = record.levelno
-        logger.patch(
-            lambda r: r.update(name=record.name, function=record.funcName, line=record.lineno)
-        ).opt(exception=record.exc_info).log(level, record.getMessage())
+
+        def patch(r: Record) -> None:
+            r["name"] = record.name
+            r["function"] = record.funcName
+            r["line"] = record.lineno
+
+        logger.patch(patch).opt(exception=record.exc_info).log(level, record.getMessage())
 
 
 TEXT_FORMAT = (
@@ -76,7 +83,7 @@ TEXT_FORMAT = (
 )
 
 
-def text_format(record: dict[str, Any]) -> str:
+def text_format(record: Record) -> str:
     """loguru's usual line, with ``[session]`` before the message of a session's lines."""
     session = "[{extra[session]}] " if "session" in record["extra"] else ""
     return TEXT_FORMAT + session + "<level>{message}</level>\n{exception}"

@@ -1,5 +1,5 @@
 """What ``/metrics`` counts about calls: the metric families, by concern, with their names,
-help, labels and buckets (the README's metrics table lists them).
+help, labels and buckets (docs/operations.md lists them).
 
 Each group registers its families on the app's own registry when it is built; the
 observers (:mod:`server.ops.session_observer`, :mod:`server.ops.http_metrics`) feed them.

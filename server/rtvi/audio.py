@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.audio.levels import INT16_FULL_SCALE, dbfs, level, mean_square
-from pipeline.reply.playout_pacing import AudioOutput
+from pipeline.interruptions.barge_in import PausableOutput
 from server.rtvi.server_messages import AudioData, AudioLevelData, build
 
 LEVEL_EVERY_FRAMES = 5  # of 20 ms: 10 Hz
@@ -77,7 +77,7 @@ class TTSAudioTap:
     """The outbound audio as the pipeline sees it, sending each TTS chunk to the client
     as ``bot-tts-audio`` (base64 s16le mono at the TTS's rate) as it is generated."""
 
-    def __init__(self, output: AudioOutput, send: Send) -> None:
+    def __init__(self, output: PausableOutput, send: Send) -> None:
         self._output = output
         self._send = send
 
@@ -90,10 +90,10 @@ class TTSAudioTap:
         return bool(getattr(self._output, "paused", False))
 
     def pause(self) -> None:
-        self._output.pause()  # type: ignore[attr-defined]
+        self._output.pause()
 
     def resume(self) -> None:
-        self._output.resume()  # type: ignore[attr-defined]
+        self._output.resume()
 
     def write(self, pcm: bytes | np.ndarray, sample_rate: int, text: str | None = None) -> None:
         self._output.write(pcm, sample_rate, text)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.aggregators.text import now_iso
 from pipeline.events import (
     AppMessage,
     BotStartedSpeaking,
@@ -29,6 +28,7 @@ from pipeline.events import (
     BotText,
     BotTextStarted,
     Emitter,
+    Event,
     FunctionCall,
     FunctionCallCancelled,
     FunctionCallInProgress,
@@ -52,7 +52,8 @@ from pipeline.events import (
     UserTurnStarted,
     UserTurnStopped,
 )
-from pipeline.metrics import rtvi_metrics
+from pipeline.events.event import now_iso
+from pipeline.session_metrics import rtvi_metrics
 from pipeline.tools.registry import ReportLevel, ToolRegistry
 from server.rtvi import protocol
 from server.rtvi.server_messages import (
@@ -124,7 +125,7 @@ class RTVIEvents:
         self._function_names: dict[str, str] = {}
 
     def subscribe(self, events: Emitter) -> None:
-        simple: dict[type, str] = {
+        simple: dict[type[Event], str] = {
             UserTurnStarted: "user-started-speaking",
             UserTurnStopped: "user-stopped-speaking",
             UserTurnDiscarded: "user-stopped-speaking",  # a backchannel: the bot goes on
@@ -139,7 +140,7 @@ class RTVIEvents:
             Interruption: "bot-interrupted",
         }
         for kind, type_ in simple.items():
-            events.on(kind, lambda _event, t=type_: self._send(protocol.message(t)))
+            events.on(kind, self._sender(type_))
         events.on(Transcription, self._transcription)
         events.on(UserTranscript, self._user_text)
         events.on(
@@ -157,6 +158,10 @@ class RTVIEvents:
             events.on(LLMThoughtEnded, lambda _: self._thought("bot-llm-thought-stopped"))
         events.on(ServiceError, self._error)
         events.on(AppMessage, lambda e: self._send(protocol.message("server-message", e.data)))
+
+    def _sender(self, type_: str) -> Callable[[Event], None]:
+        """A handler that sends the data-less RTVI message ``type_``."""
+        return lambda _event: self._send(protocol.message(type_))
 
     def _metric(self, event: Metric) -> None:
         # RTVI's metrics are these kinds; the rest (reasoning) is for Prometheus only.

@@ -23,7 +23,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from loguru import logger
 
@@ -50,25 +50,29 @@ MAX_REPLY_BYTES = 65536
 
 
 class RTVISession(Protocol):
-    """What the handler needs from the session it serves."""
+    """What the handler and the app's ``client-message`` handlers need from the session."""
 
     def send(self, msg: dict[str, Any]) -> None: ...
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]: ...
 
-    def set_client(self, ready: ClientReadyData) -> None: ...
-
-    def send_text(self, data: SendTextData) -> None: ...
-
     def request_close(self, reason: str) -> None: ...
 
     def info(self) -> dict[str, Any]: ...
 
-    def client_tool_result(self, data: FunctionCallResultData) -> None: ...
-
     def send_server_message(self, data: Any) -> None: ...
 
     async def summarize_context(self) -> dict[str, Any]: ...
+
+
+class ClientRequests(Protocol):
+    """What the client's requests do to the call, once validated."""
+
+    def set_client(self, ready: ClientReadyData) -> None: ...
+
+    def send_text(self, data: SendTextData) -> None: ...
+
+    def client_tool_result(self, data: FunctionCallResultData) -> None: ...
 
     def handle_ui(self, type_: str, msg_id: str, data: Any) -> None: ...
 
@@ -152,8 +156,11 @@ class RTVIHandler:
         client_message_handlers: dict[str, ClientMessageHandler],
         max_text_chars: int = 4096,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        requests: ClientRequests | None = None,
     ) -> None:
         self._session = session
+        # Without ``requests``, the session serves them itself (a stand-in in the tests).
+        self._requests = requests if requests is not None else cast(ClientRequests, session)
         self._handlers = client_message_handlers
         self._max_text_chars = max_text_chars
         self._max_reply_bytes = max_reply_bytes
@@ -176,11 +183,11 @@ class RTVIHandler:
                 self._send_text(envelope.id, data)
             elif isinstance(data, FunctionCallResultData):
                 try:
-                    self._session.client_tool_result(data)
+                    self._requests.client_tool_result(data)
                 except ClientToolError as exc:
                     raise RTVIError(str(exc), envelope.id, "client tool result refused") from None
             elif envelope.type in UI_CLIENT_TYPES:
-                self._session.handle_ui(envelope.type, envelope.id, data)
+                self._requests.handle_ui(envelope.type, envelope.id, data)
             elif envelope.type == "disconnect-bot":
                 self._session.request_close("disconnect-bot")
         except RTVIError as exc:
@@ -221,7 +228,7 @@ class RTVIHandler:
                 msg_id,
             )
         try:
-            self._session.send_text(data)
+            self._requests.send_text(data)
         except TypedTextRefused as exc:
             raise RTVIError(str(exc), msg_id, "too many typed turns") from None
 
@@ -231,7 +238,7 @@ class RTVIHandler:
             # Still serve: an odd or unknown version is reported, not refused.
             reason = error.split(" ", 2)[0] + " RTVI version"  # invalid / unsupported
             self.report(RTVIError(error, envelope.id, reason))
-        self._session.set_client(data)
+        self._requests.set_client(data)
         self.ready = True
         about = {"library": "parley", "library_version": __version__}
         self._session.send(protocol.bot_ready(envelope.id, about))

@@ -197,10 +197,10 @@ class UIWorker:
         """Add the UI tools to this session's registry and to the LLM's tool list. Bound
         to this session, so built per session, and only for sessions that use them."""
         registry = self._registry
-        if self._offering or self._context is None or registry is None:
-            return
         if registry is not self._own_registry:
             return  # not a registry of our own: the LLM calls no tools, or UI tools are off
+        if self._offering or self._context is None or registry is None:
+            return
         specs = ui_tools(self)
         for spec in specs:
             registry.register(spec)

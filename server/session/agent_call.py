@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from loguru import logger
 
 from pipeline.events import UserTranscript
 from pipeline.messages import SystemMessage
+from pipeline.tools import call_context
 from pipeline.tools.agent import Agent
 from pipeline.tools.call_context import CallContext
 from server.rtvi.ui_worker import UIWorker
@@ -70,7 +71,9 @@ class AgentCall:
 
     @property
     def agent(self) -> Agent | None:
-        return self.context.agent
+        # cast: the context holds the call's first agent or one a tool handed off to, each
+        # a pipeline.tools.agent.Agent (the context types it by a protocol for import order).
+        return cast("Agent | None", self.context.agent)
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -160,24 +163,26 @@ class AgentCall:
     def send_server_message(self, data: Any) -> None:
         self.owner.send_server_message(data)
 
-    def handoff(self, agent: Agent) -> None:
+    def handoff(self, agent: call_context.Agent) -> None:
         """From the next LLM run on: ``agent``'s instructions and tools; the conversation
         so far stays, so the new agent knows what was said."""
+        # cast: what a tool hands the call to is a pipeline.tools.agent.Agent (see agent).
+        new = cast(Agent, agent)
         voice = self.owner.voice
         previous = voice.agent_tools.agent if voice.agent_tools is not None else None
-        self.context.agent = agent
+        self.context.agent = new
         if voice.agent_tools is not None:
-            voice.agent_tools.agent = agent
+            voice.agent_tools.agent = new
         context = voice.context
-        if agent.instructions is not None:
+        if new.instructions is not None:
             messages = context.messages
             rest = messages[1:] if messages and isinstance(messages[0], SystemMessage) else messages
-            context.set_messages([SystemMessage(agent.instructions), *rest])
+            context.set_messages([SystemMessage(new.instructions), *rest])
         if voice.registry is not None:
             context.set_tools(voice.registry.openai_tools())
         logger.info(
             "call {}: handed from agent {} to {}",
             self.owner.pc_id,
             previous.name if previous is not None else "-",
-            agent.name,
+            new.name,
         )

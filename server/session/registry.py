@@ -24,7 +24,8 @@ from server.guards.rate_limit import KeyedRateLimiter, client_keys
 from server.process.heap import release_memory
 from server.rtvi.handler import ClientMessageHandler
 from server.rtvi.ui_worker import UIEventHandler
-from server.session.services import Services
+from server.session.model_services import Services
+from server.session.params import SessionEnv, SessionOrigin
 from server.session.session import Session, SessionState
 from server.settings import Settings
 from server.storage.store import ClientInfo, TranscriptStore
@@ -164,19 +165,12 @@ class SessionRegistry:
             raise CapacityError(f"all {self.settings.max_sessions} session slots are in use")
         self._check_session_caps(client.remote_addr, owner, start)
         pc_id = pc_id or new_id(self.settings.replica_id)
-        session = Session(
-            pc_id,
-            self.settings,
-            self.services,
-            self.handlers,
-            client,
-            request_data=request_data,
-            start_id=start.session_id if start else None,
-            on_closed=self._remove,
-            store=self.store,
-            owner=owner,
-            ui_event_handlers=self.ui_event_handlers,
+        env = SessionEnv(
+            self.settings, self.services, self.handlers, self.store, self.ui_event_handlers
         )
+        start_id = start.session_id if start else None
+        origin = SessionOrigin(client, request_data, start_id, owner)
+        session = Session(pc_id, env, origin, on_closed=self._remove)
         if start is not None:
             start.pc_id = pc_id
         self.sessions[pc_id] = session

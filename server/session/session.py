@@ -1,55 +1,50 @@
 """One call: its peer connection, data channel, voice pipeline and RTVI, and every task it
 starts (the registry of all calls is :mod:`server.session.registry`).
 
-A session owns every task it starts; closing it (hang-up, DELETE, a failed peer, lost
-liveness, shutdown) cancels and awaits them, closes the peer connection and removes it
-from the registry. Nothing is left behind, even when a closing step raises or hangs.
-Our handlers that aiortc calls (media, data channel, playout) report what they raise to
-``faults`` instead of raising into aiortc, which would end the call.
+A session owns every task it starts (:mod:`server.session.tasks`); closing it (hang-up,
+DELETE, a failed peer, lost liveness, shutdown) runs :mod:`server.session.closing`, which
+cancels and awaits them, closes the peer connection and removes it from the registry.
+Nothing is left behind, even when a closing step raises or hangs. Our handlers that aiortc
+calls (media, data channel, playout) report what they raise to ``faults`` instead of
+raising into aiortc, which would end the call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Mapping
-from enum import StrEnum
+from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar
 
-from aiortc import RTCRtpReceiver, RTCSessionDescription
+from aiortc import RTCSessionDescription
 from loguru import logger
 
-from pipeline.task_cancel import cancel_and_wait
 from server.guards.rate_limit import TokenBucket
 from server.media import channel_signalling
 from server.media.data_channel import ChatChannel
-from server.media.inbound_audio import InboundAudio, PacketGate, set_jitter_prefetch
+from server.media.inbound_audio import PacketGate
 from server.media.outbound_track import PacedAudioTrack
-from server.media.peer_connection import create_peer_connection, release_peer_connection
+from server.media.peer_connection import create_peer_connection
 from server.media.video_intake import VideoIntake
 from server.rtvi import protocol
-from server.rtvi.handler import ClientMessageHandler, RTVIHandler
-from server.rtvi.protocol import ClientReadyData, FunctionCallResultData, RTVIError, SendTextData
+from server.rtvi.handler import RTVIHandler
+from server.rtvi.protocol import RTVIError
 from server.rtvi.system_log import SystemLogForwarder, session_context
-from server.rtvi.ui_worker import UIEventHandler, UIWorker
+from server.rtvi.ui_worker import UIWorker
 from server.session.agent_call import AgentCall
+from server.session.client_requests import SessionRequests
+from server.session.closing import SessionCloser
 from server.session.faults import SessionFaults
 from server.session.info import session_info
-from server.session.services import Services
+from server.session.params import SessionEnv, SessionOrigin
+from server.session.state import SessionState
+from server.session.tasks import SessionTasks
+from server.session.transceivers import MediaAttachment
 from server.session.voice import VoiceSession
 from server.settings import Settings
 from server.storage.recorder import SessionRecorder
-from server.storage.store import ClientInfo, TranscriptStore
 
-# How long each closing step (the pipeline, the tasks, the peer connection) may take.
-CLOSE_TIMEOUT = 5.0
-
-
-class SessionState(StrEnum):
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    CLOSING = "closing"
-    CLOSED = "closed"
+__all__ = ["OfferError", "Session", "SessionEnv", "SessionOrigin", "SessionState"]
 
 
 class OfferError(Exception):
@@ -59,28 +54,21 @@ class OfferError(Exception):
 class Session:
     """One call: peer connection, data channel, RTVI handler, audio in and out."""
 
-    # Close tasks still running: asyncio keeps only weak references to tasks.
-    closing: ClassVar[set[asyncio.Task[None]]] = set()
+    # Close tasks still running (the registry awaits them at shutdown).
+    closing: ClassVar[set[asyncio.Task[None]]] = SessionCloser.running
 
     def __init__(
         self,
         pc_id: str,
-        settings: Settings,
-        services: Services,
-        handlers: dict[str, ClientMessageHandler],
-        client: ClientInfo,
-        request_data: Any = None,
-        start_id: str | None = None,
+        env: SessionEnv,
+        origin: SessionOrigin,
         on_closed: Callable[[Session], None] | None = None,
-        store: TranscriptStore | None = None,
-        owner: str | None = None,
-        ui_event_handlers: Mapping[str, UIEventHandler] | None = None,
     ) -> None:
         self.pc_id = pc_id
-        self.owner = owner  # the credential that created it (auth.require_api_key)
-        self.start_id = start_id
-        self.client = client
-        self.request_data = request_data
+        self.owner = origin.owner  # the credential that created it (auth.require_api_key)
+        self.start_id = origin.start_id
+        self.client = origin.client
+        self.request_data = origin.request_data
         self.state = SessionState.CONNECTING
         self.close_reason: str | None = None
         self.created_at = time.time()
@@ -89,33 +77,21 @@ class Session:
         # By receiver index, validated (server/media/channel_signalling.py): at most 16 booleans.
         self.track_status: dict[str, bool] = {}
         self.faults = SessionFaults(pc_id)
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._inbound: dict[RTCRtpReceiver, InboundAudio] = {}
+        self.tasks = SessionTasks(pc_id, self._task_failed)
         self._negotiating = asyncio.Lock()
-        self._close_task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
-        self._on_closed = on_closed
-        self._connect(settings, handlers)
-        self._start_pipeline(settings, services, ui_event_handlers)
-        self.record: SessionRecorder | None = None
-        if store is not None:
-            record = self.record = SessionRecorder(
-                store,
-                pc_id,
-                start_id,
-                client,
-                max_bytes=settings.max_record_bytes,
-                max_entries=settings.max_record_entries,
-            )
-            record.observe(self.voice.conversation)
-            self.rtvi.error_listeners.append(lambda exc: record.rejected(exc.reason, exc.error))
-        if settings.max_session_seconds > 0:
-            self.spawn(self._expire_after(settings.max_session_seconds), "max-duration")
+        done = (lambda: on_closed(self)) if on_closed is not None else None
+        self.closer = SessionCloser(self, done)
+        self._connect(env)
+        self._start_pipeline(env)
+        self.record = self._recorder(env)
+        if env.settings.max_session_seconds > 0:
+            self.spawn(self.closer.expire_after(env.settings.max_session_seconds), "max-duration")
 
-    def _connect(self, settings: Settings, handlers: dict[str, ClientMessageHandler]) -> None:
+    def _connect(self, env: SessionEnv) -> None:
         """The transport: peer connection, outbound track, data channel, RTVI handler."""
+        settings = env.settings
         self.pc = create_peer_connection(settings.ice_servers, settings)
-        self._jitter_frames = settings.audio_jitter_frames
         # One budget for all the session's audio receivers (server/media/inbound_audio.py).
         self.audio_gate = PacketGate(
             settings.audio_packet_rate,
@@ -124,7 +100,19 @@ class Session:
         )
         self.outbound = PacedAudioTrack()
         self.outbound.on_error = lambda exc: self.faults.report("playout", exc)
-        self.channel = ChatChannel(
+        self.channel = self._channel(settings)
+        self.rtvi: RTVIHandler = RTVIHandler(
+            self,
+            env.handlers,
+            max_text_chars=settings.max_text_chars,
+            requests=SessionRequests(self),
+        )
+        self.rtvi.on_fault = self.faults.report
+        self.pc.on("datachannel", self.channel.attach)
+        self.pc.on("connectionstatechange", self._on_connection_state)
+
+    def _channel(self, settings: Settings) -> ChatChannel:
+        return ChatChannel(
             on_alive=self.touch,
             on_signalling=self._on_signalling,
             on_rtvi=self._on_rtvi,
@@ -135,21 +123,21 @@ class Session:
             limits=settings,
             on_fatal=lambda reason: self.request_close(reason, error=reason),
         )
-        self.rtvi = RTVIHandler(self, handlers, max_text_chars=settings.max_text_chars)
-        self.rtvi.on_fault = self.faults.report
-        self.pc.on("datachannel", self.channel.attach)
-        self.pc.on("connectionstatechange", self._on_connection_state)
 
-    def _start_pipeline(
-        self,
-        settings: Settings,
-        services: Services,
-        ui_event_handlers: Mapping[str, UIEventHandler] | None,
-    ) -> None:
+    def _start_pipeline(self, env: SessionEnv) -> None:
         """The UI worker, the video intake and the voice pipeline, started."""
-        self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, ui_event_handlers)
+        settings, services = env.settings, env.services
+        self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, env.ui_event_handlers)
         # The camera and screen tracks, received only for an LLM that can see them.
         self.video = VideoIntake(settings.vision_image_size) if settings.llm_vision else None
+        self.media = MediaAttachment(
+            self.outbound,
+            self.audio_gate,
+            settings.audio_jitter_frames,
+            self.video,
+            on_audio=self._on_audio,
+            on_error=lambda exc: self.faults.report("inbound audio", exc),
+        )
         self.voice = VoiceSession(
             services, settings, self.outbound, self.send, ui=self.ui, video=self.video
         )
@@ -163,6 +151,22 @@ class Session:
             self.voice.start()
             self.agent_call = AgentCall(self, services.agent)  # its hooks run from now on
         self.call_context = self.agent_call.context  # what the agent's handlers are given
+
+    def _recorder(self, env: SessionEnv) -> SessionRecorder | None:
+        """The transcript record of the call (None without a store), observing it."""
+        if env.store is None:
+            return None
+        record = SessionRecorder(
+            env.store,
+            self.pc_id,
+            self.start_id,
+            self.client,
+            max_bytes=env.settings.max_record_bytes,
+            max_entries=env.settings.max_record_entries,
+        )
+        record.observe(self.voice.conversation)
+        self.rtvi.error_listeners.append(lambda exc: record.rejected(exc.reason, exc.error))
+        return record
 
     # -- negotiation --------------------------------------------------------------
 
@@ -181,35 +185,13 @@ class Session:
             await self.pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=sdp_type))
         except Exception as exc:
             raise OfferError(f"the offer could not be applied: {exc}") from exc
-        self._attach_media()
+        self.media.attach(self.pc)
         try:
             await self.pc.setLocalDescription(await self.pc.createAnswer())
         except Exception as exc:  # an offer aiortc accepted but cannot answer
             raise OfferError(f"the offer could not be answered: {exc!r}") from exc
         self.touch()
         return self.pc.localDescription
-
-    def _attach_media(self) -> None:
-        # Audio is answered sendrecv with our paced track; video (camera, screen) recvonly
-        # for an LLM that sees (decoded only when it looks: server/media/video_intake.py), else
-        # inactive so that the browser sends none.
-        for transceiver in self.pc.getTransceivers():
-            receiver = transceiver.receiver
-            if transceiver.kind == "audio":
-                set_jitter_prefetch(receiver, self._jitter_frames)
-                if receiver not in self._inbound:
-                    inbound = InboundAudio(
-                        self._on_audio, self._audio_handler_failed, gate=self.audio_gate
-                    )
-                    self._inbound[receiver] = inbound
-                    inbound.attach(receiver)
-                if transceiver.sender.track is None:
-                    transceiver.sender.replaceTrack(self.outbound)
-                transceiver.direction = "sendrecv"
-            elif transceiver.kind == "video" and self.video and self.video.attach(receiver):
-                transceiver.direction = "recvonly"
-            elif transceiver.direction != "inactive":
-                transceiver.direction = "inactive"
 
     async def add_candidate(self, candidate: Any) -> None:
         """Add one trickled remote candidate (None = end of candidates)."""
@@ -222,14 +204,11 @@ class Session:
         self.last_activity = time.monotonic()
 
     def _on_audio(self, frame: bytes) -> None:
-        if self._close_task is not None:
+        if self.closer.started:
             return  # frames still in flight while the pipeline shuts down
         self.last_activity = time.monotonic()
         self.audio_frames_in += 1
         self.voice.push_audio(frame)
-
-    def _audio_handler_failed(self, exc: Exception) -> None:
-        self.faults.report("inbound audio", exc)
 
     def _event_handler_failed(self, exc: Exception, event: Any) -> None:
         self.faults.report(f"{type(event).__name__} handler", exc)
@@ -254,34 +233,11 @@ class Session:
         with session_context(self.pc_id):
             self.rtvi.handle(raw)
 
-    # -- what the RTVI handler and the pipeline use -----------------------------------
+    # -- what the RTVI handler, the agent and the app's handlers use ----------------------
 
     def send(self, msg: dict[str, Any]) -> None:
         """Send one message to the client over the data channel (queued until open)."""
         self.channel.send(msg)
-
-    def set_client(self, ready: ClientReadyData) -> None:
-        self.client.rtvi_version = ready.version
-        if ready.about is not None:
-            self.client.library = ready.about.library
-            self.client.library_version = ready.about.library_version
-            self.client.platform = ready.about.platform
-        if self.record is not None:
-            self.record.client_updated(self.client)
-        self.voice.client_ready()
-
-    def send_text(self, data: SendTextData) -> None:
-        options = data.options
-        self.voice.send_text(
-            data.content,
-            run_immediately=options.run_immediately if options else True,
-            audio_response=options.audio_response if options else True,
-        )
-
-    def client_tool_result(self, data: FunctionCallResultData) -> None:
-        """RTVI ``llm-function-call-result``; raises ``ClientToolError`` if no such call
-        waits for the client."""
-        self.voice.client_tool_result(data.tool_call_id, data.function_name, data.result)
 
     async def summarize_context(self) -> dict[str, Any]:
         """Summarize the conversation's older history now; the outcome (see
@@ -292,100 +248,25 @@ class Session:
         """Push an app-defined message to the client (RTVI ``server-message``)."""
         self.send(protocol.message("server-message", data))
 
-    def handle_ui(self, type_: str, msg_id: str, data: Any) -> None:
-        """A UI worker protocol message (``ui-snapshot``, ``ui-event``, ``ui-cancel-job-group``)."""
-        self.ui.handle(type_, msg_id, data)
-
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a task this session owns (cancelled when it closes)."""
-        with session_context(self.pc_id):
-            task = asyncio.create_task(coro, name=f"{self.pc_id[:8]}:{name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
+        return self.tasks.spawn(coro, name)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        exc = None if task.cancelled() else task.exception()
-        if exc is not None:
-            name = task.get_name().partition(":")[2]
-            self.faults.report(f"task {name}", exc)
-            self.rtvi.report(RTVIError(f"internal error in {task.get_name()}"))
+    def _task_failed(self, task: asyncio.Task[Any], exc: BaseException) -> None:
+        name = task.get_name().partition(":")[2]
+        self.faults.report(f"task {name}", exc)
+        self.rtvi.report(RTVIError(f"internal error in {task.get_name()}"))
 
     # -- closing ------------------------------------------------------------------
 
-    async def _expire_after(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-        limit = f"{seconds:g} s"
-        logger.info("session {}: reached the maximum duration of {}", self.pc_id, limit)
-        error = f"the session reached its maximum duration ({limit})"
-        self.request_close("maximum duration reached", error=error)
-
     def request_close(self, reason: str, error: str | None = None) -> None:
         """Start closing (idempotent); returns at once. With ``error``, the client is told
-        first with a fatal RTVI ``error`` (the session ends because of it). The task stays
-        in ``Session.closing`` until done (the registry awaits them at shutdown)."""
-        if self._close_task is None:
-            with session_context(self.pc_id):
-                task = asyncio.create_task(self._close(reason, error), name=f"close:{self.pc_id}")
-            self._close_task = task
-            Session.closing.add(task)
-            task.add_done_callback(Session.closing.discard)
+        first with a fatal RTVI ``error`` (the session ends because of it)."""
+        self.closer.request(reason, error)
 
     async def close(self, reason: str, error: str | None = None) -> None:
         """Close and wait until everything the session owned is gone."""
-        self.request_close(reason, error)
-        assert self._close_task is not None
-        await asyncio.shield(self._close_task)
-
-    async def _close(self, reason: str, error: str | None) -> None:
-        self.state = SessionState.CLOSING
-        self.close_reason = reason
-        logger.info("session {} closing: {}", self.pc_id, reason)
-        try:
-            await self._close_step("saying goodbye", self._say_goodbye(error))
-            await self._close_step("closing the voice pipeline", self.voice.close())
-            await self._close_step("the agent's on_call_end", self.agent_call.ended(reason))
-            await self._close_step("ending the session's tasks", self._end_tasks())
-            if self.video is not None:
-                await self._close_step("closing the video intake", self.video.close())
-            if self.system_log is not None:
-                self._close_call("closing the system log", self.system_log.close)
-            self._close_call("stopping the outbound track", self.outbound.stop)
-            await self._close_step("closing the peer connection", self.pc.close())
-            self._close_call("releasing the peer connection", release_peer_connection, self.pc)
-        finally:
-            # Whatever failed above (or a cancellation): the session ends closed, its end
-            # recorded, and out of the registry, so its slot is free.
-            self.state = SessionState.CLOSED
-            if self.record is not None:
-                self._close_call("recording the end", self.record.close, reason)
-            self.closed.set()
-            if self._on_closed is not None:
-                self._close_call("leaving the registry", self._on_closed, self)
-
-    async def _close_step(self, what: str, step: Coroutine[Any, Any, Any]) -> None:
-        try:
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                await step
-        except Exception as exc:  # TimeoutError included: the next steps run anyway
-            self.faults.report(f"close: {what}", exc)
-
-    def _close_call(self, what: str, step: Callable[..., Any], *args: Any) -> None:
-        try:
-            step(*args)
-        except Exception as exc:
-            self.faults.report(f"close: {what}", exc)
-
-    async def _say_goodbye(self, error: str | None) -> None:
-        if self.channel.is_open:
-            if error is not None:
-                self.channel.send(protocol.error(error, fatal=True))
-            self.channel.send(channel_signalling.peer_left())
-            await asyncio.sleep(0.05)  # let SCTP send it before the transport goes
-
-    async def _end_tasks(self) -> None:
-        await cancel_and_wait(self._tasks)
+        await self.closer.close(reason, error)
 
     # -- reporting --------------------------------------------------------------------
 

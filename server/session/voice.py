@@ -1,9 +1,8 @@
 """One call's voice pipeline, connected to its transport and to RTVI.
 
-inbound audio (about 20 ms a packet) → VAD → (transcriber, conversation) → bot turns →
-paced track; the conversation's events go out as RTVI messages. The VAD's model runs off
-the loop, batched with every other session's (:class:`pipeline.hearing.vad_batcher.VADBatcher`):
-its events arrive a moment after the frame that completed them, in order.
+inbound audio (about 20 ms a packet) → hearing (echo, VAD, transcriber, end-of-turn model:
+:mod:`pipeline.hearing.inbound`) → conversation → bot turns → paced track; the
+conversation's events go out as RTVI messages.
 """
 
 from __future__ import annotations
@@ -19,23 +18,19 @@ from pipeline.audio.echo import EchoCanceller, EchoPath
 from pipeline.context.budget import ContextBudget
 from pipeline.context.llm_context import LLMContext
 from pipeline.events import (
-    AudioIdle,
     BotPaused,
     BotStoppedSpeaking,
     Event,
     Metric,
     ServiceError,
-    SpeechStarted,
-    SpeechStopped,
     Transcription,
     UserTurnStarted,
     UserTurnStopped,
 )
 from pipeline.hearing.discards import SpeechLedger
+from pipeline.hearing.inbound import Hearing, TurnLogic
 from pipeline.hearing.transcriber import Transcriber
 from pipeline.hearing.turn_scorer import TurnScoring
-from pipeline.hearing.vad import VADState
-from pipeline.hearing.vad_batcher import VADBatcher
 from pipeline.messages import AssistantMessage, Message, UserMessage
 from pipeline.reply.turn_completion import strip_markers
 from pipeline.task_cancel import cancel_and_wait
@@ -51,8 +46,8 @@ from server.media.outbound_track import OUT_RATE, PacedAudioTrack
 from server.rtvi.audio import AudioLevelMeter, TTSAudioTap
 from server.rtvi.events import FunctionCallReporting, RTVIEvents
 from server.rtvi.ui_worker import UIWorker
-from server.session.services import Services
-from server.session.voice_parts import (
+from server.session.model_services import Services
+from server.session.pipeline_params import (
     agent_tools,
     call_tools,
     context_budget_params,
@@ -84,8 +79,6 @@ class VoiceSession:
         video: FrameSource | None = None,
     ) -> None:
         self.settings = settings
-        # Told what a VAD event's handler raised (the session counts it); None: raise.
-        self.on_fault: Callable[[str, Exception], None] | None = None
         # Ends the call (the session sets it): an idle user who never answered.
         self.on_end_call: Callable[[str], None] | None = None
         # The agent's tools over the shared ones (a handoff swaps the agent), then the
@@ -114,15 +107,26 @@ class VoiceSession:
         self.typed = self._typed_turns(settings)
         idle = idle_check_in_params(settings)
         self.idle = IdleCheckIns(self.conversation, idle, self._end_call) if idle else None
-        # Whether the utterance in progress began while the user was muted: then it is
-        # ignored whole, even where it goes on after mute ended (never a turn).
-        self._muted_utterance = False
-        self._utterance_onset = 0.0
         # Speech that made no turn, reported with why (pipeline/hearing/discards.py).
         decider = self.conversation.barge_in.decider
         self.discards = SpeechLedger(self.conversation.events, lambda: decider.reason)
+        conversation = self.conversation
+        # Looked up at each call: a test (or a wrapper) may replace the conversation's feed.
+        turns = TurnLogic(lambda event: conversation.feed(event), lambda: conversation.tick(),
+                          lambda: conversation.turns.muted)  # fmt: skip
+        level = self.user_level.push if self.user_level is not None else None
+        self.hearing = Hearing(self.vad, self.transcriber, turns, self.discards, self.echo,
+                               self.turn_scoring, level)  # fmt: skip
         self._idle_check: asyncio.Task[None] | None = None
-        self._vad_batcher: VADBatcher | None = None
+
+    @property
+    def on_fault(self) -> Callable[[str, Exception], None] | None:
+        """Told what a VAD event's handler raised (the session counts it); None: raise."""
+        return self.hearing.on_fault
+
+    @on_fault.setter
+    def on_fault(self, tell: Callable[[str, Exception], None] | None) -> None:
+        self.hearing.on_fault = tell
 
     def _turn_scoring(self, services: Services, settings: Settings) -> TurnScoring | None:
         """The end-of-turn model hears the turn at every pause (shared scorer, off the loop)."""
@@ -236,8 +240,7 @@ class VoiceSession:
 
     def start(self) -> None:
         self.conversation.start()
-        self._vad_batcher = VADBatcher.for_loop(self.vad.model)
-        self._vad_batcher.register(self.vad, self._vad_events)
+        self.hearing.start()
         self._idle_check = asyncio.get_running_loop().create_task(
             self._check_idle_forever(), name="audio-idle"
         )
@@ -245,55 +248,13 @@ class VoiceSession:
     # -- audio in -----------------------------------------------------------------------------
 
     def push_audio(self, frame: bytes) -> None:
-        """16 kHz mono s16 from the transport, about 20 ms a call (every packet: keep cheap)."""
-        t = time.monotonic()
-        raw = frame
-        if self.echo is not None:
-            frame = self.echo.process(frame, t)
-        if self._vad_batcher is not None:
-            self.vad.feed(frame, t)
-            self._vad_batcher.submit(self.vad)  # its events come to _vad_events
-        else:  # not started: no loop to batch on, so score inline
-            self._vad_events(self.vad.push(frame, t))
-        # While the echo path is unknown the STT hears the audio as it came: the canceller
-        # may have damped the first syllables of a caller it could not yet tell from an
-        # echo (pipeline/audio/near_end.py), and the pre-roll reaches back to them.
-        unknown = self.echo is not None and self.echo.state is EchoPath.UNKNOWN
-        self.transcriber.push_audio(raw if unknown else frame, t)
-        if self.turn_scoring is not None:
-            self.turn_scoring.push_audio(frame, t)
-        self.conversation.tick()
-        if self.user_level is not None:
-            self.user_level.push(frame, self.vad.state is not VADState.QUIET)
-
-    def _vad_events(self, events: list[Event]) -> None:
-        for event in events:
-            try:
-                self._vad_event(event)
-            except Exception as exc:  # one failing handler skips one event, not the call
-                if self.on_fault is None:
-                    raise
-                self.on_fault(f"{type(event).__name__} handler", exc)
-        if events:
-            self.conversation.tick()  # timers the events armed may be due already
-
-    def _vad_event(self, event: Event) -> None:
-        if isinstance(event, SpeechStarted):
-            self._muted_utterance = self.conversation.turns.muted
-            self._utterance_onset = event.t
-        elif isinstance(event, SpeechStopped | AudioIdle) and self._muted_utterance:
-            self.discards.muted_utterance(self._utterance_onset)
-        if self.turn_scoring is not None:
-            self.turn_scoring.handle(event)  # before the turn logic: it may end the turn
-        if not self._muted_utterance:  # muted speech is not even transcribed
-            self.transcriber.handle(event)
-        self.conversation.feed(event)
+        """16 kHz mono s16 from the transport, about 20 ms a call (pipeline/hearing/)."""
+        self.hearing.push_audio(frame)
 
     async def _check_idle_forever(self) -> None:
         while True:
             await asyncio.sleep(IDLE_CHECK_SECONDS)
-            for event in self.vad.check_idle(time.monotonic()):
-                self._vad_event(event)
+            self.hearing.check_idle(time.monotonic())
 
     def _transcribed(self, event: Event) -> None:
         if isinstance(event, Transcription):  # dropped while muted, unless a pause judges it
@@ -373,8 +334,7 @@ class VoiceSession:
 
     async def close(self) -> None:
         """Stop every task; what was said stays in the context."""
-        if self._vad_batcher is not None:
-            self._vad_batcher.unregister(self.vad)
+        self.hearing.stop()
         await cancel_and_wait([self._idle_check])
         # Speech still being recorded or transcribed goes with the call: reported.
         self.discards.call_ended(self.transcriber.pending + int(self.transcriber.recording))

@@ -3,7 +3,7 @@
 :class:`Settings` is one flat object (``settings.max_sessions``, ``PARLEY_MAX_SESSIONS``);
 its fields are declared by group, one module each: :mod:`~server.settings.process`,
 :mod:`~server.settings.access`, :mod:`~server.settings.storage`,
-:mod:`~server.settings.conversation`, :mod:`~server.settings.rtvi`,
+:mod:`~server.settings.bot`, :mod:`~server.settings.rtvi`,
 :mod:`~server.settings.turns`, :mod:`~server.settings.models` and
 :mod:`~server.settings.agent`. Rules that span groups
 are checked here.
@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pipeline.services.embedded_specs import stt_spec
 from server.settings.access import AccessSettings
 from server.settings.agent import AgentSettings
-from server.settings.conversation import ClientToolDefinition, ConversationSettings, ReportLevel
+from server.settings.bot import ClientToolDefinition, ConversationSettings, ReportLevel
 from server.settings.limits_channel import ChannelLimitSettings
 from server.settings.limits_conversation import ConversationLimitSettings
 from server.settings.limits_media import MediaLimitSettings

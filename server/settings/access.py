@@ -1,4 +1,4 @@
-"""Access control and limits (see README "Security and limits"): API keys, CORS, and the
+"""Access control and limits (see docs/security.md): API keys, CORS, and the
 size and rate limits on what a client may send."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile-client budgets (README "Security and limits"): what a peer may do over the data
+"""Hostile-client budgets (docs/security.md): what a peer may do over the data
 channel and SCTP: buffered bytes, message sizes, channels."""
 
 from __future__ import annotations

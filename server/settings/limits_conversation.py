@@ -1,7 +1,7 @@
-"""Hostile-client budgets (README "Security and limits"): what a peer may put into a
+"""Hostile-client budgets (docs/security.md): what a peer may put into a
 conversation: typed turns, the context and the store.
 
-The context's own budget is ``context_max_tokens`` (:mod:`server.settings.conversation`);
+The context's own budget is ``context_max_tokens`` (:mod:`server.settings.bot`);
 it now holds whenever the context grows, not only before an LLM run. These bound the rest:
 how often typed text may ask for an answer, what one call may write to the transcript
 store, and how much of the transcript a session's description carries.

@@ -1,4 +1,4 @@
-"""Hostile-client budgets (README "Security and limits"): what a peer may send as media and
+"""Hostile-client budgets (docs/security.md): what a peer may send as media and
 HTTP: packet rates, slow requests, hosts, and whose forwarded addresses are believed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile-client budgets (README "Security and limits"): what a peer may ask of signalling:
+"""Hostile-client budgets (docs/security.md): what a peer may ask of signalling:
 pending and concurrent sessions per address and key, candidates, the ICE deadline."""
 
 from __future__ import annotations

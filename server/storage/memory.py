@@ -90,7 +90,7 @@ class MemoryTranscriptStore:
             record = next((r for r in self._records.values() if r.session_id == session_id), None)
         return record.model_copy(deep=True) if record else None
 
-    async def list(
+    async def list_sessions(
         self,
         limit: int = 50,
         before: float | None = None,

@@ -39,7 +39,7 @@ from pipeline.events import (
     UserTranscript,
     UserTurnMerged,
 )
-from pipeline.metrics import SessionMetrics
+from pipeline.session_metrics import SessionMetrics
 from server.storage.store import ClientInfo, TranscriptStore
 
 REJECTED_FLUSH_SECONDS = 5.0

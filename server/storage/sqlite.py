@@ -208,7 +208,7 @@ class SQLiteTranscriptStore:
     async def get(self, session_id: str) -> SessionRecord | None:
         return await self._writer.call(self._get, session_id)
 
-    async def list(
+    async def list_sessions(
         self,
         limit: int = 50,
         before: float | None = None,

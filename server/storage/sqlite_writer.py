@@ -226,8 +226,12 @@ class TranscriptWriter:
         taken: list[Write] = []
         with self._not_full:
             items = self._items
-            while items and len(taken) < room and not isinstance(items[0], _Call):
-                taken.append(items.popleft())  # type: ignore[arg-type]
+            while items and len(taken) < room:
+                head = items[0]
+                if isinstance(head, _Call):
+                    break
+                taken.append(head)
+                items.popleft()
             if taken:
                 self._not_full.notify(len(taken))
         return taken

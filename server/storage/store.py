@@ -138,7 +138,7 @@ class TranscriptStore(Protocol):
         """By pc_id, or by /start session id (the latest session made from it)."""
         ...
 
-    async def list(
+    async def list_sessions(
         self,
         limit: int = 50,
         before: float | None = None,

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from email import policy
 from email.parser import BytesParser
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Request
 
@@ -26,7 +26,8 @@ def parse_multipart(content_type: str, body: bytes) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
-        payload = part.get_payload(decode=True)
+        # cast: a form field is a leaf part, whose decoded payload is bytes.
+        payload = cast(bytes, part.get_payload(decode=True))
         filename = part.get_filename()
         fields[str(name)] = payload if filename else payload.decode()
         if filename:

@@ -32,10 +32,10 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from loguru import logger
@@ -236,7 +236,9 @@ async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
     """At most ``limit`` bytes of the (decoded) body, and whether there was more."""
     data = bytearray()
     # Closed on leaving early, so the generator is not left for the garbage collector.
-    async with contextlib.aclosing(response.aiter_bytes()) as chunks:  # type: ignore[type-var]
+    # cast: httpx types aiter_bytes as an AsyncIterator; it is an async generator.
+    body = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    async with contextlib.aclosing(body) as chunks:
         async for chunk in chunks:
             data += chunk
             if len(data) > limit:

@@ -337,9 +337,9 @@ class MCPConnection:
 
     def _register(self, tools: list[types.Tool]) -> None:
         listed = {tool.name for tool in tools}
-        for remote, offered in list(self._names.items()):
+        for remote, gone in list(self._names.items()):
             if remote not in listed:
-                logger.info("MCP server {}: tool {} is gone", self.config.name, offered)
+                logger.info("MCP server {}: tool {} is gone", self.config.name, gone)
                 self._drop(remote)
         for tool in tools:
             schema = object_schema(tool.input_schema)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 # Punctuation that attaches to the word before it: no space is added in front of it.
 _ATTACHING = frozenset(",.!?;:)]}%'\"…")
 
@@ -31,8 +29,3 @@ def join_text(parts: list[tuple[str, bool]]) -> str:
         out.append(text)
         last = text
     return "".join(out).strip()
-
-
-def now_iso() -> str:
-    """Wall-clock time as ISO 8601 (UTC), as transcripts carry it."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")

@@ -10,11 +10,12 @@ from __future__ import annotations
 from pipeline.context.budget import ContextBudgetParams
 from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
+from pipeline.conversation_params import ConversationParams
 from pipeline.hearing.vad import VADAnalyzer, VADParams
+from pipeline.interruptions.barge_in import PausableOutput
 from pipeline.interruptions.judge import InterruptionParams
-from pipeline.metrics import Prices
-from pipeline.reply.playout_pacing import AudioOutput
 from pipeline.reply.turn_completion import TurnCompletionConfig
+from pipeline.session_metrics import Prices
 from pipeline.tools.call_tools import CallTools
 from pipeline.tools.registry import ToolRegistry
 from pipeline.turns import UserTurnParams
@@ -23,7 +24,7 @@ from pipeline.turns.mute_names import mute_strategies
 from pipeline.turns.stop_adaptive import AdaptiveStopParams
 from pipeline.vision.tools import FrameSource, vision_tools
 from server.rtvi.ui_worker import SessionTools, UIWorker
-from server.session.services import Services
+from server.session.model_services import Services
 from server.settings import Settings
 
 
@@ -95,16 +96,12 @@ async def warm_first_turn(services: Services, settings: Settings) -> None:
 
 
 def new_conversation(
-    context: LLMContext, services: Services, settings: Settings, output: AudioOutput
+    context: LLMContext, services: Services, settings: Settings, output: PausableOutput
 ) -> Conversation:
     """The conversation (turn-taking, barge-in, bot turns) the settings ask for."""
     adaptive = settings.turn_end == "adaptive"
-    return Conversation(
-        context,
-        services.llm,
-        services.tts,
-        output,
-        turn_params(settings),
+    params = ConversationParams(
+        turn_params=turn_params(settings),
         prices=Prices(input=settings.llm_price_input, output=settings.llm_price_output),
         preemptive=adaptive and settings.preemptive_replies,
         merge_window=settings.turn_merge_window,
@@ -123,6 +120,7 @@ def new_conversation(
             incomplete_long_timeout=settings.turn_completion_long_timeout,
         ),
     )
+    return Conversation(context, services.llm, services.tts, output, params)
 
 
 def new_vad(settings: Settings, services: Services) -> VADAnalyzer:

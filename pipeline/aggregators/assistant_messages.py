@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any, ClassVar
 
-from pipeline.aggregators.text import join_text, now_iso
+from pipeline.aggregators.text_parts import join_text
 from pipeline.context.llm_context import LLMContext
 from pipeline.context.summarizer import ContextSummarizer, StaleSummaryError, SummaryRequest
 from pipeline.events import (
@@ -56,6 +56,7 @@ from pipeline.events import (
     UserTurnStarted,
     UserTurnStopped,
 )
+from pipeline.events.event import now_iso
 from pipeline.messages import AssistantMessage, Message, TextContent, ThinkingContent, Usage
 from pipeline.reply.turn_completion import COMPLETE, strip_markers
 from pipeline.services.llm import LLMService, TextDelta
@@ -124,7 +125,6 @@ class AssistantAggregator:
         self._thought: list[tuple[str, bool]] = []
         self._thought_started = ""
         self._thought_to_context = False
-        self._thought_llm = ""
         # The first tool-call message of the response being aggregated: its calls start
         # while the preamble is still spoken, and the preamble goes in before them.
         self._first_call: Message | None = None
@@ -133,56 +133,76 @@ class AssistantAggregator:
         self._marker = ""
         self._usage = Usage()
         self._stop_reason: str | None = None
+        self._handlers = self._dispatch_table()
 
     @property
     def has_function_calls_in_progress(self) -> bool:
         return bool(self._calls)
 
     def handle(self, event: Event) -> None:
-        match event:
-            case LLMResponseStarted():
-                self._turn_started()
-            case LLMMarker(marker=marker):
-                self._marker = marker
-            case LLMResponseEnded():
-                self._usage = event.usage or Usage()
-                self._stop_reason = event.stop_reason
-            case BotText(text=text):
-                if text:
-                    self._parts.append((text, event.includes_spaces))
-            case BotResponseEnded():
-                self._turn_stopped(interrupted=False)
-            case Interruption():
-                self._interrupted()
-            case LLMThoughtStarted():
-                self._thought = []
-                self._thought_started = self._clock()
-                self._thought_to_context = event.append_to_context
-                self._thought_llm = event.llm
-            case LLMThoughtText(text=text):
-                if text:
-                    self._thought.append((text, True))
-            case LLMThoughtEnded():
-                self._thought_ended(event.signature)
-            case FunctionCallsStarted(calls=calls):
-                for call in calls:
-                    self._calls[call.tool_call_id] = None
-            case FunctionCallInProgress(call=call):
-                self._call_in_progress(call)
-            case FunctionCallResult():
-                self._call_result(event)
-            case FunctionCallCancelled(tool_call_id=tool_call_id):
-                self._call_cancelled(tool_call_id)
-            case UserTurnStarted():
-                self._user_speaking = True
-            case UserTurnStopped() | UserTurnDiscarded():
-                self._user_speaking = False
-            case BotStartedSpeaking():
-                self._bot_speaking = True
-            case BotStoppedSpeaking():
-                self._bot_speaking = False
-                if self._run_when_bot_stops and not self._user_speaking:
-                    self._request_run("function call results")
+        """Follow one of :attr:`EVENTS` (anything else is ignored)."""
+        for kind in type(event).__mro__:  # a subclass is handled as its event
+            handler = self._handlers.get(kind)
+            if handler is not None:
+                handler(event)
+                return
+
+    def _dispatch_table(self) -> dict[type[Event], Callable[[Any], None]]:
+        """The handler of each event type in :attr:`EVENTS`."""
+        return {
+            LLMResponseStarted: lambda _: self._turn_started(),
+            LLMMarker: self._on_marker,
+            LLMResponseEnded: self._on_response_ended,
+            BotText: self._on_bot_text,
+            BotResponseEnded: lambda _: self._turn_stopped(interrupted=False),
+            Interruption: lambda _: self._interrupted(),
+            LLMThoughtStarted: self._on_thought_started,
+            LLMThoughtText: self._on_thought_text,
+            LLMThoughtEnded: lambda event: self._thought_ended(event.signature),
+            FunctionCallsStarted: self._on_calls_started,
+            FunctionCallInProgress: lambda event: self._call_in_progress(event.call),
+            FunctionCallResult: self._call_result,
+            FunctionCallCancelled: lambda event: self._call_cancelled(event.tool_call_id),
+            UserTurnStarted: lambda _: self._set_user_speaking(True),
+            UserTurnStopped: lambda _: self._set_user_speaking(False),
+            UserTurnDiscarded: lambda _: self._set_user_speaking(False),
+            BotStartedSpeaking: lambda _: self._set_bot_speaking(True),
+            BotStoppedSpeaking: lambda _: self._set_bot_speaking(False),
+        }
+
+    # -- simple events ------------------------------------------------------------------
+
+    def _on_marker(self, event: LLMMarker) -> None:
+        self._marker = event.marker
+
+    def _on_response_ended(self, event: LLMResponseEnded) -> None:
+        self._usage = event.usage or Usage()
+        self._stop_reason = event.stop_reason
+
+    def _on_bot_text(self, event: BotText) -> None:
+        if event.text:
+            self._parts.append((event.text, event.includes_spaces))
+
+    def _on_thought_started(self, event: LLMThoughtStarted) -> None:
+        self._thought = []
+        self._thought_started = self._clock()
+        self._thought_to_context = event.append_to_context
+
+    def _on_thought_text(self, event: LLMThoughtText) -> None:
+        if event.text:
+            self._thought.append((event.text, True))
+
+    def _on_calls_started(self, event: FunctionCallsStarted) -> None:
+        for call in event.calls:
+            self._calls[call.tool_call_id] = None
+
+    def _set_user_speaking(self, speaking: bool) -> None:
+        self._user_speaking = speaking
+
+    def _set_bot_speaking(self, speaking: bool) -> None:
+        self._bot_speaking = speaking
+        if not speaking and self._run_when_bot_stops and not self._user_speaking:
+            self._request_run("function call results")
 
     def close(self) -> None:
         """Session end (the reference's EndFrame): what was delivered so far is kept, not

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipeline.aggregators.text import join_text, now_iso
+from pipeline.aggregators.text_parts import join_text
 from pipeline.context.llm_context import LLMContext
 from pipeline.events import (
     Event,
@@ -15,6 +15,7 @@ from pipeline.events import (
     UserTurnStarted,
     UserTurnStopped,
 )
+from pipeline.events.event import now_iso
 from pipeline.messages import Message
 
 
@@ -58,10 +59,6 @@ class UserAggregator:
         early, merged with what the user said next)."""
         self._parts.insert(0, (text, False))
         self._started_at = started_at
-
-    @property
-    def pending_text(self) -> str:
-        return join_text(self._parts)
 
     def handle(self, event: Event) -> None:
         if isinstance(event, Transcription):
