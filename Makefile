@@ -12,8 +12,12 @@ export PIP_NO_INPUT := 1
 run: $(VENV)/.runtime
 	$(PY) -m server
 
+# Two workers (tests wait on real-time audio more than they compute), a module per worker
+# (its servers are module fixtures); then, alone, the few whose outcome depends on a
+# machine that keeps up (marker "serial").
 test: $(VENV)/.dev test-tools lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 # The same without the e2e tests (server processes, browsers, containers, real models):
 # about a minute. `make test` runs everything.

@@ -29,7 +29,8 @@ from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
 from testkit.turn_clips import TurnClip, complete_clip, write_wav
 
-pytestmark = pytest.mark.e2e
+# serial: its outcome depends on real-time audio keeping up (see pyproject.toml).
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 GREETING = "Hello! How can I help you today?"
 ANSWER = "The answer is forty two."
