@@ -1,12 +1,13 @@
 """libopus through ctypes: one mono encoder or decoder, 20 ms frames, at the rate we want.
 
-PyAV's libopus wrapper decodes at 48 kHz only (FFmpeg fixes the rate), so every inbound
-frame was decoded at 48 kHz, then resampled to 16 kHz by libswresample, with a Packet and
-two AudioFrames made on the way. libopus itself decodes straight to 16 kHz. Measured on
-this machine (bench figures in bench/RESULTS.md, issue 24), per 20 ms frame of speech:
-decode 85 to 100 µs → 35 µs; encode at complexity 10 ~380 µs, at 5 ~190 µs. At 20 talking
-calls those are a fifth of the event loop. Four C functions do not justify a wrapper
-package (``opuslib`` is unmaintained), so they are bound here.
+Through PyAV, each inbound frame became a Packet and an AudioFrame, and each outbound one an
+AudioFrame and a Packet, around the same libopus calls; and its encoder's complexity is
+fixed at 10. Measured on this machine, per 20 ms frame of speech: encode at complexity 10
+~380 µs, at 5 ~190 µs (server/media/opus.py). libopus can decode straight to 16 kHz
+(35 µs against 85 to 100 µs for decode and resample), but that changed a caller's first
+syllables under the greeting enough to lose them more often, so inbound audio is decoded
+at 48 kHz and resampled as before (server/media/inbound_audio.py). Four C functions do not
+justify a wrapper package (``opuslib`` is unmaintained), so they are bound here.
 
 The library is the system's ``libopus.so.0`` when there is one, else the copy PyAV's
 wheel carries (which every install has).
