@@ -22,7 +22,7 @@ test: $(VENV)/.dev test-tools lint
 # The same without the e2e tests (server processes, browsers, containers, real models):
 # about a minute. `make test` runs everything.
 test-fast: $(VENV)/.dev test-tools lint
-	$(PY) -m pytest -q -m "not e2e"
+	$(PY) -m pytest -q -n 2 -m "not e2e"
 
 install: $(VENV)/.runtime
 install-dev: $(VENV)/.dev
