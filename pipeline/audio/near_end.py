@@ -25,7 +25,8 @@ Measured on generated speech (the hibari greeting, five questions in two voices,
 both ways, the user from 0.1 s before to 0.8 s after the bot): an echo from -20 to
 -3 dB reads about 1.0 within 0.3 s of its onset and none reached the VAD; the VAD heard
 97 % of each question (median) instead of 47 %. What stays ambiguous is a user who starts
-exactly as long after one of the bot's onsets as an echo delay could be: their first
+exactly as long after one of the bot's onsets as an echo delay could be (from
+``MIN_DELAY`` up: a user who starts with the bot is not taken for its echo): their first
 0.2-0.3 s look just like an echo and still go through AEC3. A 0.2 s window let the echo
 through twice in twelve runs; a lower bar (0.8) or a 0.5 s window damped more of the
 user. An envelope steadier than 3 dB (a sustained vowel) correlates with nothing, echo
@@ -46,6 +47,11 @@ import numpy as np
 from pipeline.audio.echo_envelopes import BLOCK, LOUD_DB, RATE, History, levels
 
 DELAYS = RATE // 2 // BLOCK  # echo delays considered: up to 0.5 s (50 blocks)
+# No echo comes back sooner than this: the bot's 20 ms packet must reach the client, be
+# played out of its jitter buffer, heard, captured in a 20 ms frame and sent back. A
+# caller who starts talking the moment the greeting does otherwise "follows" it at a
+# delay of 0-30 ms, and their first word was damped as its echo.
+MIN_DELAY = 0.04
 _JITTER = 2  # blocks either side of a delay that its echo may wander by
 _RANGE_DB = 30.0  # the envelopes' range compared (see NearEndGate.echo_like)
 
@@ -76,6 +82,7 @@ class NearEndGate:
         self._heard = History(self.blocks, before=None)
         self._played = History(self.blocks + DELAYS + _JITTER)
         self._contradicted = np.zeros(DELAYS + 1, np.int64)
+        self._contradicted[: round(MIN_DELAY * RATE / BLOCK)] = ruled_out_after  # impossible delays
         self._future = np.full(2 * _JITTER, np.inf)
         self._since_loud = DELAYS + _JITTER + 1  # blocks since the bot was last loud
         self._near_rest = np.zeros(0, np.int16)  # samples short of a whole block

@@ -4,7 +4,8 @@ transcriber and the end-of-turn model, and the VAD's events on to the turn logic
 The order is the data path (pipeline/README.md): the echo is taken out first, the VAD
 hears what is left, the STT hears the same audio (or, while the echo path is unknown, the
 audio as it came: the canceller may have damped the first syllables of a caller it could
-not yet tell from an echo, and the pre-roll reaches back to them). Speech that began while
+not yet tell from an echo, and the pre-roll reaches back to them, from a false start just
+before if there was one: :mod:`pipeline.hearing.rejoin`). Speech that began while
 the user was muted is ignored whole, even where it goes on after mute ended: it is not
 transcribed, and it is reported as a discard (:mod:`pipeline.hearing.discards`).
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pipeline.audio.echo import EchoCanceller, EchoPath
 from pipeline.events import AudioIdle, Event, SpeechStarted, SpeechStopped
 from pipeline.hearing.discards import SpeechLedger
+from pipeline.hearing.rejoin import FalseStartRejoin
 from pipeline.hearing.transcriber import Transcriber
 from pipeline.hearing.turn_scorer import TurnScoring
 from pipeline.hearing.vad import VADAnalyzer, VADState
@@ -61,6 +63,7 @@ class Hearing:
         self._muted_utterance = False
         self._utterance_onset = 0.0
         self._batcher: VADBatcher | None = None
+        self._rejoin = FalseStartRejoin()
 
     def start(self) -> None:
         """Score the VAD with every other session of this loop (off the loop)."""
@@ -82,8 +85,7 @@ class Hearing:
             self._batcher.submit(self.vad)  # its events come to vad_events
         else:  # not started: no loop to batch on, so score inline
             self.vad_events(self.vad.push(frame, t))
-        unknown = self.echo is not None and self.echo.state is EchoPath.UNKNOWN
-        self.transcriber.push_audio(raw if unknown else frame, t)
+        self.transcriber.push_audio(raw if self._path_unknown() else frame, t)
         if self.turn_scoring is not None:
             self.turn_scoring.push_audio(frame, t)
         self.turns.tick()
@@ -110,9 +112,13 @@ class Hearing:
             self.discards.muted_utterance(self._utterance_onset)
         if self.turn_scoring is not None:
             self.turn_scoring.handle(event)  # before the turn logic: it may end the turn
+        self._rejoin.see(event)
         if not self._muted_utterance:  # muted speech is not even transcribed
-            self.transcriber.handle(event)
+            self.transcriber.handle(self._rejoin.for_stt(event, self._path_unknown()))
         self.turns.feed(event)
+
+    def _path_unknown(self) -> bool:
+        return self.echo is not None and self.echo.state is EchoPath.UNKNOWN
 
     def check_idle(self, t: float) -> None:
         """Audio that stopped arriving mid-speech ends the speech."""
