@@ -23,6 +23,7 @@ alike. Time is per utterance (one call at a time, two threads): median, p95.
     .venv/bin/python -m bench.stt_wer                                  # both models, tuned vs short
     .venv/bin/python -m bench.stt_wer --models base --limit 20 --decodings short,short-min8
     .venv/bin/python -m bench.stt_wer --limit 10 --verbose             # every wrong transcript
+    .venv/bin/python -m bench.stt_wer --models tiny.en --decodings short --line phone  # 8 kHz μ-law
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from pipeline.services.local_stt import (
     transcribe_utterance,
     with_name,
 )
+from testkit.phone_line import phone_line
 from testkit.stt_sentences import SENTENCES, VOICES, speech, utterance
 from testkit.wer import normalise, word_errors
 
@@ -139,6 +141,8 @@ def run_model(model: str, args: argparse.Namespace, tallies: dict[tuple, Tally])
                     pcm = utterance(sentence, voice, after=tail)
                 else:
                     pcm = noisy(sentence, voice, snr, tail)
+                if args.line == "phone":  # 8 kHz G.711 μ-law, as phone media streams
+                    pcm = phone_line(pcm)
                 for decoding in decodings:
                     text, seconds = transcribe_utterance(whisper, pcm, 16000, decoding)
                     tally = tallies.setdefault((model, decoding.name, label, tail), Tally())
@@ -172,6 +176,7 @@ def main() -> None:
     parser.add_argument("--snr", type=float, default=10.0, help="dB of the noisy runs (0: none)")
     parser.add_argument("--tails", default="0.15", help="seconds of sound after the speech")
     parser.add_argument("--limit", type=int, default=len(SENTENCES), help="first N sentences")
+    parser.add_argument("--line", choices=("wide", "phone"), default="wide")
     parser.add_argument("--verbose", action="store_true", help="print every wrong transcript")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()

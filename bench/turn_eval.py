@@ -16,6 +16,7 @@ many preemptive replies would be wasted.
 
     .venv/bin/python -m bench.turn_eval                      # both rules, both STTs
     .venv/bin/python -m bench.turn_eval --stt perfect --rules adaptive --verbose
+    .venv/bin/python -m bench.turn_eval --line phone     # through 8 kHz G.711 μ-law
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from pipeline.hearing.smart_turn import SmartTurnModel
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.local_stt import LocalSTT
 from pipeline.turns import UserTurnParams
+from testkit.phone_line import phone_line
 from testkit.turn_clips import VOICES, eval_set
 from testkit.turn_replay import Replay, TurnReplayer, summary
 
@@ -47,8 +50,10 @@ def by_kind(replays: list[Replay]) -> dict[str, str]:
 async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     model = SmartTurnModel()
     clips = eval_set(voices=tuple(args.voices.split(",")))
+    if args.line == "phone":  # what a phone provider's media stream delivers
+        clips = [replace(clip, audio=phone_line(clip.audio)) for clip in clips]
     whisper = None
-    report: dict[str, Any] = {"clips": len(clips), "runs": {}}
+    report: dict[str, Any] = {"clips": len(clips), "line": args.line, "runs": {}}
     for stt in args.stt.split(","):
         if stt == "whisper" and whisper is None:
             models = EmbeddedModels.shared()
@@ -104,6 +109,7 @@ def main() -> None:
     parser.add_argument("--stt-delay", type=float, default=0.05)
     parser.add_argument("--model-delay", type=float, default=0.05)
     parser.add_argument("--reply", type=float, default=0.3, help="LLM + TTS to first audio, s")
+    parser.add_argument("--line", choices=("wide", "phone"), default="wide")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
