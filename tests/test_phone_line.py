@@ -1,10 +1,13 @@
-"""The test telephone line (testkit/phone_line.py): 8 kHz G.711 μ-law through FFmpeg."""
+"""G.711 for phone calls (server/telephony/g711.py) and the test telephone line built on
+it (testkit/phone_line.py)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from testkit.phone_line import from_mulaw, mulaw, phone_line
+from server.telephony.g711 import G711Decoder, G711Encoder, G711Error
+from testkit.phone_line import phone_line
 
 RATE = 16000
 
@@ -27,11 +30,17 @@ def test_the_voice_band_passes_and_what_is_above_4_khz_does_not() -> None:
     assert level(y, 6000) / level(x, 6000) < 0.01
 
 
-def test_mulaw_is_one_byte_a_sample_and_close_to_the_input() -> None:
-    x = tones(300, seconds=0.02)[::2]  # 160 samples: one 20 ms frame at 8 kHz
-    coded = mulaw(x)
-    assert len(coded) == x.size
-    back = from_mulaw(coded)
-    # μ-law keeps about 38 dB of signal to quantisation noise on a loud tone.
-    noise = np.mean((back.astype(np.float64) - x) ** 2)
-    assert 10 * np.log10(np.mean(x.astype(np.float64) ** 2) / noise) > 30
+@pytest.mark.parametrize("law", ["mulaw", "alaw"])
+def test_20_ms_frames_go_through_one_byte_a_sample_and_come_back(law: str) -> None:
+    x = tones(300, seconds=1.0)
+    encoder, decoder = G711Encoder(law), G711Decoder(law)
+    coded = [encoder.encode(x[i : i + 320].tobytes(), RATE) for i in range(0, x.size, 320)]
+    assert sum(map(len, coded)) >= 0.99 * x.size / 2  # 8 kHz, a byte a sample
+    back = np.frombuffer(b"".join(decoder.decode(c) for c in coded), np.int16)
+    assert back.size >= 0.98 * x.size
+    assert 0.9 < level(back[:8000], 300) / level(x[:8000], 300) < 1.1
+
+
+def test_an_unknown_law_is_refused() -> None:
+    with pytest.raises(G711Error, match=r"unknown G\.711 law"):
+        G711Decoder("ulaw16")

@@ -1,0 +1,1 @@
+"""Phone calls: telephony providers' media-stream WebSockets (issue 26)."""
