@@ -9,8 +9,11 @@ a few calls and chunk edges are seamless.
 
 from __future__ import annotations
 
+from typing import cast
+
 import av
 import numpy as np
+from av.audio.codeccontext import AudioCodecContext
 
 from pipeline.audio.resampling import StreamResampler
 
@@ -29,7 +32,7 @@ class G711Decoder:
     def __init__(self, law: str = "mulaw") -> None:
         if law not in _CODECS:
             raise G711Error(f"unknown G.711 law {law!r}: mulaw or alaw")
-        self._codec = av.CodecContext.create(_CODECS[law], "r")
+        self._codec = cast(AudioCodecContext, av.CodecContext.create(_CODECS[law], "r"))
         self._codec.sample_rate, self._codec.layout = NARROW, "mono"
         self._up = StreamResampler(WIDE)
 
@@ -46,7 +49,7 @@ class G711Encoder:
     def __init__(self, law: str = "mulaw") -> None:
         if law not in _CODECS:
             raise G711Error(f"unknown G.711 law {law!r}: mulaw or alaw")
-        self._codec = av.CodecContext.create(_CODECS[law], "w")
+        self._codec = cast(AudioCodecContext, av.CodecContext.create(_CODECS[law], "w"))
         self._codec.sample_rate, self._codec.format, self._codec.layout = NARROW, "s16", "mono"
         self._down = StreamResampler(NARROW)
 
