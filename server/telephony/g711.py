@@ -26,14 +26,20 @@ class G711Error(ValueError):
     """Audio that is not G.711, or an unknown law."""
 
 
+def _context(law: str, mode: str) -> AudioCodecContext:
+    """FFmpeg's G.711 codec for ``law``, to read (``"r"``) or write (``"w"``) at 8 kHz."""
+    if law not in _CODECS:
+        raise G711Error(f"unknown G.711 law {law!r}: mulaw or alaw")
+    codec = cast(AudioCodecContext, av.CodecContext.create(_CODECS[law], mode))
+    codec.sample_rate, codec.layout = NARROW, "mono"
+    return codec
+
+
 class G711Decoder:
     """G.711 bytes at 8 kHz (one byte a sample) → 16 kHz mono s16 bytes."""
 
     def __init__(self, law: str = "mulaw") -> None:
-        if law not in _CODECS:
-            raise G711Error(f"unknown G.711 law {law!r}: mulaw or alaw")
-        self._codec = cast(AudioCodecContext, av.CodecContext.create(_CODECS[law], "r"))
-        self._codec.sample_rate, self._codec.layout = NARROW, "mono"
+        self._codec = _context(law, "r")
         self._up = StreamResampler(WIDE)
 
     def decode(self, data: bytes) -> bytes:
@@ -47,10 +53,8 @@ class G711Encoder:
     """Mono s16 bytes at any rate → G.711 bytes at 8 kHz."""
 
     def __init__(self, law: str = "mulaw") -> None:
-        if law not in _CODECS:
-            raise G711Error(f"unknown G.711 law {law!r}: mulaw or alaw")
-        self._codec = cast(AudioCodecContext, av.CodecContext.create(_CODECS[law], "w"))
-        self._codec.sample_rate, self._codec.format, self._codec.layout = NARROW, "s16", "mono"
+        self._codec = _context(law, "w")
+        self._codec.format = "s16"
         self._down = StreamResampler(NARROW)
 
     def encode(self, pcm: bytes, sample_rate: int) -> bytes:
