@@ -9,7 +9,7 @@ a few calls and chunk edges are seamless.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Literal, cast
 
 import av
 import numpy as np
@@ -26,7 +26,7 @@ class G711Error(ValueError):
     """Audio that is not G.711, or an unknown law."""
 
 
-def _context(law: str, mode: str) -> AudioCodecContext:
+def _context(law: str, mode: Literal["r", "w"]) -> AudioCodecContext:
     """FFmpeg's G.711 codec for ``law``, to read (``"r"``) or write (``"w"``) at 8 kHz."""
     if law not in _CODECS:
         raise G711Error(f"unknown G.711 law {law!r}: mulaw or alaw")
