@@ -58,7 +58,7 @@ async def test_a_failing_close_step_still_frees_the_slot(one_slot: AppServer) ->
         first.send_rtvi("disconnect-bot")  # closed by a task nobody awaits
         await wait_empty(one_slot)
         assert session.closed.is_set()
-        assert session.pc.connectionState == "closed", "the steps after the fault ran"
+        assert session.transport.connection_state == "closed", "the steps after the fault ran"
     finally:
         await first.close()
 

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pipeline.tools.agent import Agent
 from pipeline.tools.registry import ToolRegistry
 from server import __version__
-from server.api import health, history, sessions, signalling
+from server.api import call_sockets, health, history, sessions, signalling, telephony
 from server.api.host_check import HostCheck, allowed_hosts
 from server.api.lifespan import lifespan
 from server.api.readiness import NotReady, Readiness
@@ -213,6 +213,8 @@ def _routes(app: FastAPI, settings: Settings) -> None:
     app.include_router(health.router)
     app.include_router(sessions.router)
     app.include_router(history.router)
+    app.include_router(call_sockets.router)
+    app.include_router(telephony.router)
     static_dir = find_static_dir(settings.static_dir)
     if static_dir is None:
         logger.warning("no static/ folder found: the browser client is not served")

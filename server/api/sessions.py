@@ -31,12 +31,15 @@ class SessionInfo(BaseModel):
     last_activity: str
     idle_seconds: float
     client: ClientInfoModel
+    transport: str = "webrtc"  # "webrtc", "phone" or "websocket"
     connection_state: str
-    data_channel_open: bool
-    pings: int
+    data_channel_open: bool  # the event channel: WebRTC's data channel, a WebSocket
+    pings: int = 0
     audio_frames_in: int
-    audio_packets_dropped: int = 0  # over PARLEY_AUDIO_PACKET_RATE, before decoding
-    track_status: dict[str, bool | None]
+    audio_packets_dropped: int = 0  # over the audio budget, before decoding
+    track_status: dict[str, bool | None] = {}
+    provider: str | None = None  # a phone call's telephony provider
+    call_id: str | None = None  # the provider's id of the call
     request_data: Any = None
     conversation: dict[str, Any] = {}
     ui: dict[str, Any] = {}  # the UI worker protocol: snapshots, events, job groups

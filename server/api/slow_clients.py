@@ -142,6 +142,8 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        if self.parser.should_upgrade() and self._should_upgrade():
+            return  # a WebSocket: handle_websocket_upgrade hands the socket on
         if self.cycle.response_complete:  # answered before its body was in: next request
             self._arm()
         else:
@@ -152,6 +154,16 @@ class DeadlineProtocol(HttpToolsProtocol):
         # Waiting for the next request, unless a pipelined one (already read) was started.
         if not self.transport.is_closing() and self.cycle.response_complete:
             self._arm()
+
+    def handle_websocket_upgrade(self) -> None:
+        # The WebSocket protocol takes the socket over and this one never hears of it
+        # again: it stops counting now. A call over it is held to the per-client caps
+        # on sessions instead (server/session/registry.py).
+        self._disarm()
+        if self._counted:
+            self._counted = False
+            self.book.uncount(self._address)
+        super().handle_websocket_upgrade()
 
     # -- the deadline -----------------------------------------------------------------
 
@@ -219,4 +231,6 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "http": http_protocol(settings),
         "proxy_headers": bool(settings.trusted_proxies),
         "forwarded_allow_ips": settings.trusted_proxies or None,
+        # WebSocket calls: a larger message is refused by the protocol layer, unread.
+        "ws_max_size": settings.ws_max_message_bytes,
     }

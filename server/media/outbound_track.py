@@ -89,6 +89,9 @@ class PacedAudioTrack(MediaStreamTrack):
         self.on_frame_sent: Callable[[bytes], None] | None = None
         # Told what a listener, a mark or on_frame_sent raised.
         self.on_error: Callable[[Exception], None] | None = None
+        # Told when a pause or a flush cuts the bot off: a transport whose far end buffers
+        # what it was sent (a phone provider) drops that buffer too.
+        self.on_cut: Callable[[], None] | None = None
 
     @property
     def queued_seconds(self) -> float:
@@ -119,6 +122,8 @@ class PacedAudioTrack(MediaStreamTrack):
 
     def pause(self) -> None:
         """Send silence from the next frame on; what is queued waits (and may grow)."""
+        if self.playing and not self.paused and self.on_cut is not None:
+            self._tell(self.on_cut)
         self.paused = True
 
     def resume(self) -> None:
@@ -128,6 +133,8 @@ class PacedAudioTrack(MediaStreamTrack):
     def flush(self) -> None:
         """Drop all queued audio (and end a pause); the next frame sent is silence. Pending
         marks are dropped too: what they waited for will never play."""
+        if self.playing and not self.paused and self.on_cut is not None:
+            self._tell(self.on_cut)
         self.paused = False
         listener = self.listener
         if listener is not None and self._segments and self._segments[0].started:

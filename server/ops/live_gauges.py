@@ -82,7 +82,7 @@ class LiveGauges:
         )
         counts: dict[str, int] = {}
         for session in list(sessions.sessions.values()):
-            state = session.pc.connectionState
+            state = session.transport.connection_state
             counts[state] = counts.get(state, 0) + 1
         for state, count in sorted(counts.items()):
             family.add_metric([state], count)

@@ -1,6 +1,6 @@
 """The close sequence of one session: goodbye to the client, the voice pipeline, the
 agent's ``on_call_end``, the session's tasks, the video intake, the system log, the
-outbound track and the peer connection, in that order.
+outbound track and the transport (the peer connection, the WebSocket), in that order.
 
 Each step is bounded by :data:`CLOSE_TIMEOUT` and isolated: what one raises (or a hang)
 is reported to the session's faults and the next steps run anyway. Whatever happens, the
@@ -15,12 +15,8 @@ from typing import Any, ClassVar, Protocol
 
 from loguru import logger
 
-from server.media import channel_signalling
-from server.media.data_channel import ChatChannel
 from server.media.outbound_track import PacedAudioTrack
-from server.media.peer_connection import release_peer_connection
 from server.media.video_intake import VideoIntake
-from server.rtvi import protocol
 from server.rtvi.system_log import SystemLogForwarder, session_context
 from server.session.agent_call import AgentCall
 from server.session.faults import SessionFaults
@@ -28,6 +24,7 @@ from server.session.state import SessionState
 from server.session.tasks import SessionTasks
 from server.session.voice import VoiceSession
 from server.storage.recorder import SessionRecorder
+from server.transports.base import CallTransport
 
 # How long each closing step (the pipeline, the tasks, the peer connection) may take.
 CLOSE_TIMEOUT = 5.0
@@ -40,14 +37,13 @@ class ClosingSession(Protocol):
     state: SessionState
     close_reason: str | None
     faults: SessionFaults
-    channel: ChatChannel
+    transport: CallTransport
     voice: VoiceSession
     agent_call: AgentCall
     tasks: SessionTasks
     video: VideoIntake | None
     system_log: SystemLogForwarder | None
     outbound: PacedAudioTrack
-    pc: Any
     record: SessionRecorder | None
     closed: asyncio.Event
 
@@ -101,7 +97,7 @@ class SessionCloser:
         session.close_reason = reason
         logger.info("session {} closing: {}", session.pc_id, reason)
         try:
-            await self._step("saying goodbye", self._say_goodbye(error))
+            await self._step("saying goodbye", session.transport.goodbye(error))
             await self._step("closing the voice pipeline", session.voice.close())
             await self._step("the agent's on_call_end", session.agent_call.ended(reason))
             await self._step("ending the session's tasks", session.tasks.end())
@@ -110,8 +106,7 @@ class SessionCloser:
             if session.system_log is not None:
                 self._call("closing the system log", session.system_log.close)
             self._call("stopping the outbound track", session.outbound.stop)
-            await self._step("closing the peer connection", session.pc.close())
-            self._call("releasing the peer connection", release_peer_connection, session.pc)
+            await self._step("closing the transport", session.transport.close())
         finally:
             # Whatever failed above (or a cancellation): the session ends closed, its end
             # recorded, and out of the registry, so its slot is free.
@@ -138,11 +133,3 @@ class SessionCloser:
             step(*args)
         except Exception as exc:
             self._session.faults.report(f"close: {what}", exc)
-
-    async def _say_goodbye(self, error: str | None) -> None:
-        channel = self._session.channel
-        if channel.is_open:
-            if error is not None:
-                channel.send(protocol.error(error, fatal=True))
-            channel.send(channel_signalling.peer_left())
-            await asyncio.sleep(0.05)  # let SCTP send it before the transport goes

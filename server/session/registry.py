@@ -29,6 +29,8 @@ from server.session.params import SessionEnv, SessionOrigin
 from server.session.session import Session, SessionState
 from server.settings import Settings
 from server.storage.store import ClientInfo, TranscriptStore
+from server.transports.base import TransportFactory
+from server.transports.webrtc import WebRTCTransport
 
 # /start records waiting for an offer, at most this many per session slot.
 STARTS_PER_SLOT = 4
@@ -157,8 +159,10 @@ class SessionRegistry:
         pc_id: str | None = None,
         start: StartRecord | None = None,
         owner: str | None = None,
+        transport: TransportFactory = WebRTCTransport,
     ) -> Session:
-        """A new session under ``pc_id`` (or a fresh id); raises CapacityError when full."""
+        """A new session under ``pc_id`` (or a fresh id) over ``transport`` (WebRTC unless
+        told); raises CapacityError when full."""
         if self.draining:
             raise ShuttingDown("the server is shutting down")
         if len(self.sessions) >= self.settings.max_sessions:
@@ -170,7 +174,7 @@ class SessionRegistry:
         )
         start_id = start.session_id if start else None
         origin = SessionOrigin(client, request_data, start_id, owner)
-        session = Session(pc_id, env, origin, on_closed=self._remove)
+        session = Session(pc_id, env, origin, on_closed=self._remove, transport=transport)
         if start is not None:
             start.pc_id = pc_id
         self.sessions[pc_id] = session

@@ -1,12 +1,13 @@
-"""One call: its peer connection, data channel, voice pipeline and RTVI, and every task it
-starts (the registry of all calls is :mod:`server.session.registry`).
+"""One call: a transport (:mod:`server.transports`: WebRTC, a phone line, a plain
+WebSocket), its voice pipeline and RTVI, and every task it starts (the registry of all
+calls is :mod:`server.session.registry`).
 
 A session owns every task it starts (:mod:`server.session.tasks`); closing it (hang-up,
 DELETE, a failed peer, lost liveness, shutdown) runs :mod:`server.session.closing`, which
-cancels and awaits them, closes the peer connection and removes it from the registry.
-Nothing is left behind, even when a closing step raises or hangs. Our handlers that aiortc
-calls (media, data channel, playout) report what they raise to ``faults`` instead of
-raising into aiortc, which would end the call.
+cancels and awaits them, closes the transport and removes it from the registry. Nothing
+is left behind, even when a closing step raises or hangs. Our handlers that a transport
+calls (media, messages, playout) report what they raise to ``faults`` instead of raising
+into its receive loop, which would end the call.
 """
 
 from __future__ import annotations
@@ -19,13 +20,6 @@ from typing import Any, ClassVar
 from aiortc import RTCSessionDescription
 from loguru import logger
 
-from server.guards.rate_limit import TokenBucket
-from server.media import channel_signalling
-from server.media.data_channel import ChatChannel
-from server.media.inbound_audio import PacketGate
-from server.media.outbound_track import PacedAudioTrack
-from server.media.peer_connection import create_peer_connection
-from server.media.video_intake import VideoIntake
 from server.rtvi import protocol
 from server.rtvi.handler import RTVIHandler
 from server.rtvi.protocol import RTVIError
@@ -39,20 +33,16 @@ from server.session.info import session_info
 from server.session.params import SessionEnv, SessionOrigin
 from server.session.state import SessionState
 from server.session.tasks import SessionTasks
-from server.session.transceivers import MediaAttachment
 from server.session.voice import VoiceSession
-from server.settings import Settings
 from server.storage.recorder import SessionRecorder
+from server.transports.base import CallTransport, TransportFactory, TransportHooks
+from server.transports.webrtc import OfferError, WebRTCTransport
 
 __all__ = ["OfferError", "Session", "SessionEnv", "SessionOrigin", "SessionState"]
 
 
-class OfferError(Exception):
-    """The client's offer could not be applied (bad SDP, closed session)."""
-
-
 class Session:
-    """One call: peer connection, data channel, RTVI handler, audio in and out."""
+    """One call: its transport, voice pipeline, RTVI handler and tasks."""
 
     # Close tasks still running (the registry awaits them at shutdown).
     closing: ClassVar[set[asyncio.Task[None]]] = SessionCloser.running
@@ -63,6 +53,7 @@ class Session:
         env: SessionEnv,
         origin: SessionOrigin,
         on_closed: Callable[[Session], None] | None = None,
+        transport: TransportFactory = WebRTCTransport,
     ) -> None:
         self.pc_id = pc_id
         self.owner = origin.owner  # the credential that created it (auth.require_api_key)
@@ -74,70 +65,46 @@ class Session:
         self.created_at = time.time()
         self.last_activity = time.monotonic()
         self.audio_frames_in = 0
-        # By receiver index, validated (server/media/channel_signalling.py): at most 16 booleans.
-        self.track_status: dict[str, bool] = {}
         self.faults = SessionFaults(pc_id)
         self.tasks = SessionTasks(pc_id, self._task_failed)
         self._negotiating = asyncio.Lock()
         self.closed = asyncio.Event()
         done = (lambda: on_closed(self)) if on_closed is not None else None
         self.closer = SessionCloser(self, done)
-        self._connect(env)
+        self._connect(env, transport)
         self._start_pipeline(env)
         self.record = self._recorder(env)
         if env.settings.max_session_seconds > 0:
             self.spawn(self.closer.expire_after(env.settings.max_session_seconds), "max-duration")
 
-    def _connect(self, env: SessionEnv) -> None:
-        """The transport: peer connection, outbound track, data channel, RTVI handler."""
-        settings = env.settings
-        self.pc = create_peer_connection(settings.ice_servers, settings)
-        # One budget for all the session's audio receivers (server/media/inbound_audio.py).
-        self.audio_gate = PacketGate(
-            settings.audio_packet_rate,
-            settings.audio_packet_burst,
-            on_flood=lambda error: self.rtvi.report(RTVIError(error, reason="audio flood")),
+    def _connect(self, env: SessionEnv, factory: TransportFactory) -> None:
+        """The transport, and the RTVI handler of what the client sends over it."""
+        hooks = TransportHooks(
+            on_audio=self._on_audio,
+            on_rtvi=self._on_rtvi,
+            on_alive=self.touch,
+            on_connected=self._on_connected,
+            on_report=lambda exc: self.rtvi.report(exc),
+            on_fault=self.faults.report,
+            on_close=self.request_close,
+            on_dtmf=self._on_dtmf,
         )
-        self.outbound = PacedAudioTrack()
-        self.outbound.on_error = lambda exc: self.faults.report("playout", exc)
-        self.channel = self._channel(settings)
+        self.transport: CallTransport = factory(env.settings, hooks)
+        self.outbound = self.transport.outbound
+        self.audio_gate = self.transport.audio_gate
+        self.video = self.transport.video
         self.rtvi: RTVIHandler = RTVIHandler(
             self,
             env.handlers,
-            max_text_chars=settings.max_text_chars,
+            max_text_chars=env.settings.max_text_chars,
             requests=SessionRequests(self),
         )
         self.rtvi.on_fault = self.faults.report
-        self.pc.on("datachannel", self.channel.attach)
-        self.pc.on("connectionstatechange", self._on_connection_state)
-
-    def _channel(self, settings: Settings) -> ChatChannel:
-        return ChatChannel(
-            on_alive=self.touch,
-            on_signalling=self._on_signalling,
-            on_rtvi=self._on_rtvi,
-            on_invalid=lambda reason, msg_id=None: self.rtvi.report(RTVIError(reason, msg_id)),
-            max_message_bytes=settings.max_message_bytes,
-            rate=TokenBucket(settings.message_rate, settings.message_burst),
-            on_error=lambda exc: self.faults.report("data channel", exc),
-            limits=settings,
-            on_fatal=lambda reason: self.request_close(reason, error=reason),
-        )
 
     def _start_pipeline(self, env: SessionEnv) -> None:
         """The UI worker, the video intake and the voice pipeline, started."""
         settings, services = env.settings, env.services
         self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, env.ui_event_handlers)
-        # The camera and screen tracks, received only for an LLM that can see them.
-        self.video = VideoIntake(settings.vision_image_size) if settings.llm_vision else None
-        self.media = MediaAttachment(
-            self.outbound,
-            self.audio_gate,
-            settings.audio_jitter_frames,
-            self.video,
-            on_audio=self._on_audio,
-            on_error=lambda exc: self.faults.report("inbound audio", exc),
-        )
         self.voice = VoiceSession(
             services, settings, self.outbound, self.send, ui=self.ui, video=self.video
         )
@@ -170,32 +137,26 @@ class Session:
 
     # -- negotiation --------------------------------------------------------------
 
+    @property
+    def webrtc(self) -> WebRTCTransport:
+        """The call's peer connection; :class:`OfferError` if it is not a WebRTC call."""
+        if not isinstance(self.transport, WebRTCTransport):
+            raise OfferError(f"a {self.transport.kind} call takes no WebRTC offer")
+        return self.transport
+
     async def negotiate(self, sdp: str, sdp_type: str) -> RTCSessionDescription:
         """Apply the client's offer and return our answer (with all our candidates)."""
         # aiortc starts its transports' tasks here: they (and the callbacks they run)
         # inherit the session's logging context.
         async with self._negotiating:
             with session_context(self.pc_id):
-                return await self._negotiate(sdp, sdp_type)
-
-    async def _negotiate(self, sdp: str, sdp_type: str) -> RTCSessionDescription:
-        if self.state in (SessionState.CLOSING, SessionState.CLOSED):
-            raise OfferError("the session is closing")
-        try:
-            await self.pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=sdp_type))
-        except Exception as exc:
-            raise OfferError(f"the offer could not be applied: {exc}") from exc
-        self.media.attach(self.pc)
-        try:
-            await self.pc.setLocalDescription(await self.pc.createAnswer())
-        except Exception as exc:  # an offer aiortc accepted but cannot answer
-            raise OfferError(f"the offer could not be answered: {exc!r}") from exc
-        self.touch()
-        return self.pc.localDescription
+                if self.state in (SessionState.CLOSING, SessionState.CLOSED):
+                    raise OfferError("the session is closing")
+                return await self.webrtc.negotiate(sdp, sdp_type)
 
     async def add_candidate(self, candidate: Any) -> None:
         """Add one trickled remote candidate (None = end of candidates)."""
-        await self.pc.addIceCandidate(candidate)
+        await self.webrtc.add_candidate(candidate)
 
     # -- events from the peer -------------------------------------------------------
 
@@ -213,21 +174,17 @@ class Session:
     def _event_handler_failed(self, exc: Exception, event: Any) -> None:
         self.faults.report(f"{type(event).__name__} handler", exc)
 
-    def _on_connection_state(self) -> None:
-        state = self.pc.connectionState
-        logger.debug("session {}: peer connection {}", self.pc_id, state)
-        if state == "connected" and self.state == SessionState.CONNECTING:
+    def _on_connected(self) -> None:
+        logger.debug("session {}: {} connected", self.pc_id, self.transport.kind)
+        if self.state == SessionState.CONNECTING:
             self.state = SessionState.CONNECTED
-        elif state in ("failed", "closed"):
-            self.request_close(f"peer connection {state}")
 
-    def _on_signalling(self, message: Any) -> None:
+    def _on_dtmf(self, digit: str) -> None:
+        self.touch()
         try:
-            status = channel_signalling.parse(message)
-        except RTVIError as exc:
-            self.rtvi.report(exc)
-            return
-        self.track_status[str(status.receiver_index)] = status.enabled
+            self.voice.keypad.press(digit)
+        except Exception as exc:  # one key must not end the call's receive loop
+            self.faults.report("keypad", exc)
 
     def _on_rtvi(self, raw: Any) -> None:
         with session_context(self.pc_id):
@@ -236,8 +193,9 @@ class Session:
     # -- what the RTVI handler, the agent and the app's handlers use ----------------------
 
     def send(self, msg: dict[str, Any]) -> None:
-        """Send one message to the client over the data channel (queued until open)."""
-        self.channel.send(msg)
+        """Send one message to the client over the transport (WebRTC: the data channel,
+        queued until it opens)."""
+        self.transport.send(msg)
 
     async def summarize_context(self) -> dict[str, Any]:
         """Summarize the conversation's older history now; the outcome (see

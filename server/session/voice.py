@@ -38,7 +38,8 @@ from pipeline.tools.client import ClientToolCalls, ClientToolError
 from pipeline.tools.registry import ToolRegistry
 from pipeline.tools.runner import ToolRunner
 from pipeline.turns.idle_check_ins import IdleCheckIns
-from pipeline.turns.merge import TypedTurnParams, TypedTurns
+from pipeline.turns.keypad import Keypad
+from pipeline.turns.merge import TypedTextRefused, TypedTurnParams, TypedTurns
 from pipeline.vision.camera import VisionContext, VisionParams
 from pipeline.vision.image_results import ToolImages
 from pipeline.vision.tools import FrameSource
@@ -105,6 +106,9 @@ class VoiceSession:
         self.rtvi = self._rtvi_events(settings, tools, send)
         self._context_limits(services, settings)
         self.typed = self._typed_turns(settings)
+        # A phone caller's keys: entries as typed turns (pipeline/turns/keypad.py).
+        self.keypad = Keypad(self._keyed, self.conversation.events.emit,
+                             settings.telephony_end_digit)  # fmt: skip
         idle = idle_check_in_params(settings)
         self.idle = IdleCheckIns(self.conversation, idle, self._end_call) if idle else None
         # Speech that made no turn, reported with why (pipeline/hearing/discards.py).
@@ -288,6 +292,12 @@ class VoiceSession:
         ``TypedTextRefused`` past the session's typed-turn budget."""
         self.typed.add(content, run_immediately, audio_response)
 
+    def _keyed(self, entry: str) -> None:
+        try:
+            self.typed.add(entry)
+        except TypedTextRefused:  # keys faster than the typed-turn budget: the entry is lost
+            logger.info("keypad entry dropped: over the typed-turn budget")
+
     def client_tool_result(self, tool_call_id: str, function_name: str, result: Any) -> None:
         """RTVI ``llm-function-call-result``; raises ``ClientToolError`` when no such call
         waits for the client."""
@@ -313,6 +323,7 @@ class VoiceSession:
             "metrics": self.conversation.metrics.summary(),
             "context": self.context_budget.info(),
             "typed_turns": {"merged": self.typed.merged, "refused": self.typed.refused},
+            "keypad": {"pressed": self.keypad.pressed, "entries": self.keypad.entries},
             "discarded_speech": dict(self.discards.counts),
         }
         if self.vision is not None:
@@ -342,6 +353,7 @@ class VoiceSession:
         if self.idle is not None:
             self.idle.close()
         self.typed.close()  # what was typed and not yet sent stays in the context
+        self.keypad.close()
         await self.context_budget.close()
         if self.turn_scoring is not None:
             await self.turn_scoring.close()

@@ -4,8 +4,8 @@
 its fields are declared by group, one module each: :mod:`~server.settings.process`,
 :mod:`~server.settings.access`, :mod:`~server.settings.storage`,
 :mod:`~server.settings.bot`, :mod:`~server.settings.rtvi`,
-:mod:`~server.settings.turns`, :mod:`~server.settings.models` and
-:mod:`~server.settings.agent`. Rules that span groups
+:mod:`~server.settings.turns`, :mod:`~server.settings.models`,
+:mod:`~server.settings.agent` and :mod:`~server.settings.telephony`. Rules that span groups
 are checked here.
 """
 
@@ -28,6 +28,7 @@ from server.settings.models import ModelSettings
 from server.settings.process import IceServer, ProcessSettings
 from server.settings.rtvi import RTVISettings
 from server.settings.storage import StorageSettings
+from server.settings.telephony import TelephonySettings
 from server.settings.turns import TurnSettings
 
 __all__ = [
@@ -46,6 +47,7 @@ class Settings(
     MediaLimitSettings,
     SignallingLimitSettings,
     ChannelLimitSettings,
+    TelephonySettings,
     AgentSettings,
     ModelSettings,
     TurnSettings,
