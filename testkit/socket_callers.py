@@ -163,7 +163,8 @@ class PcmCaller(SocketCaller):
 
 
 class TwilioCaller(SocketCaller):
-    """A fake Twilio: Media Streams' messages, μ-law at 8 kHz, marks echoed as played."""
+    """A fake Twilio: Media Streams' messages, μ-law at 8 kHz, marks played back after
+    ``playout_delay`` (Twilio's buffer and the line: what was sent is heard that late)."""
 
     def __init__(
         self,
@@ -171,8 +172,11 @@ class TwilioCaller(SocketCaller):
         parameters: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
         call_sid: str | None = None,
+        playout_delay: float = 0.0,
     ) -> None:
         super().__init__(url, headers)
+        self.playout_delay = playout_delay  # marks are played back this much later
+        self._pending_marks: list[tuple[asyncio.TimerHandle, dict[str, Any]]] = []
         self.parameters = parameters or {}
         self.stream_sid = "MZ" + uuid.uuid4().hex
         self.call_sid = call_sid or "CA" + uuid.uuid4().hex
@@ -241,5 +245,59 @@ class TwilioCaller(SocketCaller):
         self.events.append((now, msg))
         if msg.get("event") == "media":
             self._audio_in(self._decoder.decode(base64.b64decode(msg["media"]["payload"])))
-        elif msg.get("event") == "mark":  # "played" at once: this caller has no buffer
+        elif msg.get("event") == "mark":  # played back as Twilio does once it is heard
+            loop = asyncio.get_running_loop()
+            handle = loop.call_later(self.playout_delay, self._play_back, msg)
+            self._pending_marks.append((handle, msg))
+        elif msg.get("event") == "clear":  # Twilio sends the pending marks back at once
+            pending, self._pending_marks = self._pending_marks, []
+            for handle, mark in pending:
+                handle.cancel()
+                self._play_back(mark)
+
+    def _play_back(self, mark: dict[str, Any]) -> None:
+        self._pending_marks = [(h, m) for h, m in self._pending_marks if m is not mark]
+        asyncio.get_running_loop().create_task(self._send(mark))
+
+
+class TelnyxCaller(SocketCaller):
+    """A fake Telnyx media stream: the caller in A-law (PCMA), replies expected in Telnyx's
+    default reply codec (PCMU), marks played back at once."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(url, headers)
+        self.stream_id = str(uuid.uuid4())
+        self.call_control_id = "v3:" + uuid.uuid4().hex
+        self._encoder = G711Encoder("alaw")
+        self._decoder = G711Decoder("mulaw")
+        self._sequence = 0
+
+    async def opened(self) -> None:
+        await self._send({"event": "connected", "version": "1.0.0"})
+        await self._send({
+            "event": "start", "stream_id": self.stream_id,
+            "start": {"call_control_id": self.call_control_id, "user_id": str(uuid.uuid4()),
+                      "from": "+13125550100", "to": "+13125550199",
+                      "media_format": {"encoding": "PCMA", "sample_rate": 8000, "channels": 1}},
+        })  # fmt: skip
+
+    async def send_audio(self, frame: bytes) -> None:
+        payload = base64.b64encode(self._encoder.encode(frame, 16000)).decode()
+        media = {"track": "inbound", "chunk": str(self._sequence), "payload": payload}
+        await self._send({"event": "media", "stream_id": self.stream_id, "media": media})
+
+    async def press(self, digit: str) -> None:
+        await self._send({"event": "dtmf", "stream_id": self.stream_id, "dtmf": {"digit": digit}})
+
+    async def _send(self, msg: dict[str, Any]) -> None:
+        self._sequence += 1
+        assert self.ws is not None
+        await self.ws.send(json.dumps({"sequence_number": str(self._sequence), **msg}))
+
+    def heard(self, message: str | bytes) -> None:
+        msg = json.loads(message)
+        self.events.append((time.monotonic(), msg))
+        if msg.get("event") == "media":
+            self._audio_in(self._decoder.decode(base64.b64decode(msg["media"]["payload"])))
+        elif msg.get("event") == "mark":
             asyncio.get_running_loop().create_task(self._send(msg))

@@ -18,7 +18,7 @@ from server.telephony.signature import twilio_signature
 from testkit.fake_twilio_rest import FakeTwilioRest, fake_twilio_rest
 from testkit.openai_stub import OpenAIStub
 from testkit.server_process import ServerProcess
-from testkit.socket_callers import TwilioCaller
+from testkit.socket_callers import TelnyxCaller, TwilioCaller
 from testkit.speech import espeak
 
 pytestmark = pytest.mark.e2e
@@ -205,3 +205,62 @@ async def test_streams_without_a_valid_token_or_in_a_wrong_format_are_refused(
 async def test_the_webhook_needs_twilios_signature(served: ServerProcess) -> None:
     answer = await webhook(served, new_sid(), sign=False)
     assert answer.status_code == 403 and "X-Twilio-Signature" in answer.json()["error"]
+
+
+async def interrupted_answer(server: ServerProcess, playout_delay: float) -> str:
+    """The answer as kept in the context after the caller talked over it 1.5 s in, with
+    Twilio playing what it is sent ``playout_delay`` s late."""
+    caller = await connected_call(server)
+    caller.playout_delay = playout_delay
+    async with caller:
+        await caller.wait_for(lambda: caller.bot_seconds() > 1.0, within=10)
+        await asyncio.sleep(1.5)
+        asked = caller.say(espeak(QUESTION))
+        await caller.wait_for(lambda: caller.bot_audio_after(asked + 1.5), within=20)
+        await asyncio.sleep(1.5)
+        barge = caller.say(espeak("Sorry, what about Saturdays?"))
+        await caller.wait_for(lambda: [t for t in events(caller, "clear") if t > barge], 5)
+        await asyncio.sleep(1.5)
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            listed = (await http.get("/api/sessions")).json()["sessions"]
+        mine = next(s for s in listed if s.get("call_id") == caller.call_sid)
+        said = [m["content"] for m in mine["conversation"]["transcript"]
+                if m["role"] == "assistant" and isinstance(m.get("content"), str)]  # fmt: skip
+    cut = [text for text in said if text != ANSWER and ANSWER.startswith(text.rstrip(".…"))]
+    assert cut, f"no interrupted answer among {said}"
+    return cut[0]
+
+
+@pytest.mark.timeout(120)
+async def test_a_barge_in_keeps_only_the_words_the_caller_heard(served: ServerProcess) -> None:
+    on_arrival = await interrupted_answer(served, 0.0)
+    late = await interrupted_answer(served, 1.0)
+    # A second of the answer (about 4 of its 14 words) was sent but not yet heard.
+    assert len(late.split()) <= len(on_arrival.split()) - 2, (late, on_arrival)
+
+
+@pytest.mark.timeout(90)
+async def test_a_telnyx_call_with_an_api_key_is_answered_in_its_codecs(
+    start_server: Callable[..., ServerProcess], stub: OpenAIStub
+) -> None:
+    stub.config.default_text, stub.config.transcript = ANSWER, QUESTION
+    stub.config.tts_seconds_per_char = 0.05
+    greeting = "Hello, thanks for calling."
+    server = start_server(**stub.server_settings(api_keys='["k-1"]', greeting=greeting))
+    url = ws_url(server)
+    async with TelnyxCaller(url) as stranger:
+        await asyncio.wait_for(stranger.closed.wait(), 5)
+    assert stranger.close_code == 1008 and "API key" in stranger.close_reason
+    async with TelnyxCaller(url + "?api_key=k-1") as caller:
+        await caller.wait_for(lambda: caller.bot_seconds() > 1.0, within=10)  # the greeting
+        await asyncio.sleep(1.0)
+        asked = caller.say(espeak(QUESTION))
+        await caller.wait_for(lambda: caller.bot_audio_after(asked + 1.5), within=20)
+        await asyncio.sleep(0.8)
+        barge = caller.say(espeak("Sorry, what about Saturdays?"))
+        await caller.wait_for(lambda: [t for t in events(caller, "clear") if t > barge], 5)
+        async with httpx.AsyncClient(base_url=server.url,
+                                     headers={"Authorization": "Bearer k-1"}) as http:  # fmt: skip
+            listed = (await http.get("/api/sessions")).json()["sessions"]
+        mine = [s for s in listed if s.get("call_id") == caller.call_control_id]
+        assert mine and mine[0]["provider"] == "telnyx" and mine[0]["marks_played"] > 0

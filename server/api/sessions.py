@@ -40,6 +40,8 @@ class SessionInfo(BaseModel):
     track_status: dict[str, bool | None] = {}
     provider: str | None = None  # a phone call's telephony provider
     call_id: str | None = None  # the provider's id of the call
+    marks_played: int | None = None  # a phone call's markers the provider played back
+    messages_dropped: int | None = None  # a WebSocket call's, over its message budget
     request_data: Any = None
     conversation: dict[str, Any] = {}
     ui: dict[str, Any] = {}  # the UI worker protocol: snapshots, events, job groups

@@ -92,6 +92,14 @@ class PacedAudioTrack(MediaStreamTrack):
         # Told when a pause or a flush cuts the bot off: a transport whose far end buffers
         # what it was sent (a phone provider) drops that buffer too.
         self.on_cut: Callable[[], None] | None = None
+        # Bytes of queued audio the far end has played, where it says (a phone provider's
+        # marks); None: what was sent is what was heard (WebRTC plays on arrival).
+        self.played_position: Callable[[], int] | None = None
+
+    @property
+    def sent_position(self) -> int:
+        """Bytes (48 kHz mono s16) of queued audio sent so far, flushed audio excluded."""
+        return self._sent_total
 
     @property
     def queued_seconds(self) -> float:
@@ -139,7 +147,10 @@ class PacedAudioTrack(MediaStreamTrack):
         listener = self.listener
         if listener is not None and self._segments and self._segments[0].started:
             cut = self._segments[0]
-            fraction = (self._sent_total - cut.start) / max(1, cut.end - cut.start)
+            played = self._sent_total
+            if self.played_position is not None:
+                played = min(played, self.played_position())
+            fraction = max(0, played - cut.start) / max(1, cut.end - cut.start)
             words = cut.text.split()
             spoken = " ".join(words[: round(len(words) * fraction)])
             if spoken:

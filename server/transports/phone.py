@@ -27,6 +27,7 @@ from server.telephony.stream_events import (
 from server.transports.base import TransportHooks
 from server.transports.socket_call import POLICY, SocketClosed, SocketLimits, SocketTransport
 
+MARK_FRAMES = 5  # a mark every 100 ms of the bot's audio
 # Hangs the call up at the provider (its REST API), given the provider's call id.
 HangUp = Callable[[str], Awaitable[None]]
 
@@ -51,6 +52,10 @@ class PhoneTransport(SocketTransport):
         self._hang_up = hang_up
         self.marks_played = 0
         self.hung_up = False
+        self._frames = 0
+        self._played: int | None = None  # the latest mark played back: a sent position
+        self._cut = -1  # the sent position at the last cut: marks up to it were not heard
+        self.outbound.played_position = self._played_position
 
     def receive(self, message: str | bytes) -> None:
         try:
@@ -63,6 +68,10 @@ class PhoneTransport(SocketTransport):
             self.hooks.on_dtmf(event.digit)
         elif isinstance(event, StreamMarkPlayed):
             self.marks_played += 1
+            # Ours name the sent position they were queued at. Providers play back on a
+            # clear the marks it dropped: those were never heard.
+            if event.name.isdigit() and int(event.name) > self._cut:
+                self._played = max(self._played or 0, int(event.name))
         elif isinstance(event, StreamStopped):
             self.state = "closed"
             self.hooks.on_close("the caller hung up", None)
@@ -73,7 +82,21 @@ class PhoneTransport(SocketTransport):
         return self.stream.media(pcm, sample_rate)
 
     def clear_message(self) -> str | bytes | None:
+        self._cut = self.outbound.sent_position
         return self.stream.clear()
+
+    def audio_sent(self) -> None:
+        # A mark every MARK_FRAMES: the provider plays it back once the audio before it has
+        # been heard, so a barge-in keeps only the words the caller heard, not all we sent.
+        self._frames += 1
+        if self._frames % MARK_FRAMES == 0:
+            mark = self.stream.mark(str(self.outbound.sent_position))
+            if mark is not None:
+                self.queue(mark)
+
+    def _played_position(self) -> int:
+        sent = self.outbound.sent_position
+        return sent if self._played is None else min(sent, self._played)
 
     def info(self) -> dict[str, Any]:
         return {

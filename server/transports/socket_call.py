@@ -128,7 +128,7 @@ class SocketTransport:
 
     def queue(self, message: str | bytes) -> None:
         """Send ``message`` soon, in order; past the backlog bound the call ends."""
-        if self.state == "closed":
+        if self.state in ("closed", "failed"):
             return
         self._outbox.append(message)
         self.backlog += len(message)
@@ -138,6 +138,7 @@ class SocketTransport:
             reason = f"the client is not reading: {self.backlog} bytes wait to be sent"
             self.close_code, self.close_reason = POLICY, reason
             self._outbox.clear()
+            self.backlog = 0
             self.hooks.on_close(reason, None)
 
     def take_audio(self, pcm: bytes) -> None:
@@ -220,6 +221,10 @@ class SocketTransport:
             pcm = await track.recv_pcm()
             if track.playing and not track.paused:
                 self.queue(self.audio_message(pcm, OUT_RATE))
+                self.audio_sent()
+
+    def audio_sent(self) -> None:
+        """Called after each 20 ms of the bot is queued (a dialect may add a marker)."""
 
     def _cut(self) -> None:
         clear = self.clear_message()
