@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from typing import Any
 
 from fastapi import APIRouter, Request, Response, WebSocket
 from fastapi.responses import JSONResponse
@@ -88,9 +87,9 @@ async def twiml(request: Request) -> Response:
     return Response(document, media_type="application/xml")
 
 
-async def _start(websocket: WebSocket) -> tuple[ProviderStream, StreamStarted, list[Any]]:
-    """Read until the stream's start: its dialect, the start, and what came with it.
-    Raises :class:`StreamProtocolError` (or TimeoutError) with the reason to close with."""
+async def _start(websocket: WebSocket) -> tuple[ProviderStream, StreamStarted]:
+    """Read until the stream's start: its dialect and the start. Raises
+    :class:`StreamProtocolError` (or TimeoutError) with the reason to close with."""
     chosen = websocket.query_params.get("provider")
     stream = stream_for(chosen) if chosen else None
     detector = ProviderDetector()
@@ -103,8 +102,8 @@ async def _start(websocket: WebSocket) -> tuple[ProviderStream, StreamStarted, l
             message = message if message is not None else event.get("bytes") or b""
             stream = stream or detector.feed(message)
             started = stream.parse(message) if stream is not None else None
-            if isinstance(started, StreamStarted):
-                return stream, started, []  # type: ignore[return-value]
+            if stream is not None and isinstance(started, StreamStarted):
+                return stream, started
     raise StreamProtocolError(f"no start in the first {START_MESSAGES} messages")
 
 
@@ -148,7 +147,7 @@ async def phone_stream(websocket: WebSocket) -> None:
     await websocket.accept()
     settings: Settings = websocket.app.state.registry.settings
     try:
-        stream, started, _ = await _start(websocket)
+        stream, started = await _start(websocket)
     except (StreamProtocolError, TimeoutError) as exc:
         await refuse(websocket, POLICY, str(exc) or "no start in time")
         return

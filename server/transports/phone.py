@@ -54,7 +54,7 @@ class PhoneTransport(SocketTransport):
         self.hung_up = False
         self._frames = 0
         self._played: int | None = None  # the latest mark played back: a sent position
-        self._cut = -1  # the sent position at the last cut: marks up to it were not heard
+        self._cut_at = -1  # the sent position at the last cut: marks up to it were not heard
         self.outbound.played_position = self._played_position
 
     def receive(self, message: str | bytes) -> None:
@@ -70,7 +70,7 @@ class PhoneTransport(SocketTransport):
             self.marks_played += 1
             # Ours name the sent position they were queued at. Providers play back on a
             # clear the marks it dropped: those were never heard.
-            if event.name.isdigit() and int(event.name) > self._cut:
+            if event.name.isdigit() and int(event.name) > self._cut_at:
                 self._played = max(self._played or 0, int(event.name))
         elif isinstance(event, StreamStopped):
             self.state = "closed"
@@ -82,7 +82,7 @@ class PhoneTransport(SocketTransport):
         return self.stream.media(pcm, sample_rate)
 
     def clear_message(self) -> str | bytes | None:
-        self._cut = self.outbound.sent_position
+        self._cut_at = self.outbound.sent_position
         return self.stream.clear()
 
     def audio_sent(self) -> None:
