@@ -5,18 +5,16 @@ Served by uvicorn in a thread, so a server in another process can reach it."""
 from __future__ import annotations
 
 import base64
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from testkit.thread_server import serve_in_thread
 
 CALL_PATH = "/2010-04-01/Accounts/{account}/Calls/{call}.json"
 
@@ -60,22 +58,6 @@ def _error(status: int, code: int, message: str) -> JSONResponse:
 def fake_twilio_rest(account_sid: str, auth_token: str) -> Iterator[FakeTwilioRest]:
     """The fake, serving until the block ends."""
     fake = FakeTwilioRest(account_sid, auth_token)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    fake.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(fake.app(), log_config=None, log_level="critical",
-                            lifespan="off", timeout_graceful_shutdown=1)  # fmt: skip
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the fake Twilio REST API did not start")
-        time.sleep(0.005)
-    try:
+    with serve_in_thread(fake.app(), "the fake Twilio REST API") as url:
+        fake.url = url
         yield fake
-    finally:
-        server.should_exit = True
-        thread.join(5)
-        sock.close()

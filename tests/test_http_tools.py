@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -24,6 +23,7 @@ from pipeline.tools.registry import ToolRegistry
 from pipeline.tools.runner import ToolRunner
 from pipeline.tools.sources.config import HTTPToolConfig
 from pipeline.tools.sources.http import MAX_BODY_BYTES, HTTPTools
+from testkit.thread_server import serve_in_thread
 
 SECRET = "s3cret-shop-token-42"
 WEATHER_SCHEMA = {
@@ -127,24 +127,10 @@ def _app(endpoint: Endpoint) -> Starlette:
 @pytest.fixture(scope="module")
 def server() -> Iterator[Endpoint]:
     endpoint = Endpoint()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    endpoint.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(
-        _app(endpoint), log_config=None, log_level="critical", access_log=False, lifespan="off"
-    )
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not uv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the test server did not start"
-        time.sleep(0.005)
-    yield endpoint
-    endpoint.generation += 1
-    uv.should_exit = True
-    thread.join(5)
-    sock.close()
+    with serve_in_thread(_app(endpoint)) as url:
+        endpoint.url = url
+        yield endpoint
+        endpoint.generation += 1
 
 
 @pytest.fixture

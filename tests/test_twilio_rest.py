@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from server.telephony.twilio_rest import TwilioRest, TwilioRestError
+from testkit.thread_server import serve_in_thread
 
 ACCOUNT = "AC" + "0123456789abcdef" * 2
 TOKEN = "auth-token-secret"
@@ -79,24 +79,9 @@ def _app(fake: FakeTwilio) -> Starlette:
 @pytest.fixture(scope="module")
 def twilio() -> Iterator[FakeTwilio]:
     fake = FakeTwilio()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    fake.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(
-        _app(fake), log_config=None, log_level="critical", lifespan="off",
-        timeout_graceful_shutdown=1,
-    )  # fmt: skip
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not uv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the fake did not start"
-        time.sleep(0.005)
-    yield fake
-    uv.should_exit = True
-    thread.join(5)
-    sock.close()
+    with serve_in_thread(_app(fake), "the fake Twilio REST API") as url:
+        fake.url = url
+        yield fake
 
 
 @pytest.fixture

@@ -9,15 +9,12 @@ proxy, and checks it against the public one.
 from __future__ import annotations
 
 import re
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from urllib.parse import quote
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -32,6 +29,7 @@ from server.telephony.signature import (
     public_request_url,
     twilio_signature,
 )
+from testkit.thread_server import serve_in_thread
 
 TOKEN = "12345"
 URL = "https://mycompany.com/myapp.php?foo=1&bar=2"
@@ -128,21 +126,9 @@ async def webhook(request: Request) -> PlainTextResponse:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
     app = Starlette(routes=[Route("/telephony/twilio", webhook, methods=["POST"])])
-    config = uvicorn.Config(app, log_config=None, log_level="critical", lifespan="off")
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not uv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.005)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    uv.should_exit = True
-    thread.join(5)
-    sock.close()
+    with serve_in_thread(app) as url:
+        yield url
 
 
 def test_a_form_signed_for_the_public_url_passes_behind_a_proxy(server: str) -> None:
