@@ -193,3 +193,35 @@ def test_a_language_without_cues_reads_punctuation_and_says_so_once(
 @pytest.mark.parametrize("language", ["", "zz", "en-US", "English", "EN"])
 def test_any_language_code_is_read_without_raising(language: str) -> None:
     assert ending("can you help me", language) in (Ending.QUESTION, Ending.STATEMENT)
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("My number is 415.", "en"),
+        ("My phone number is 415 555.", "en"),
+        ("The account number is four one five", "en"),
+        ("My PIN is 12", "en"),
+        ("Mi número es 415.", "es"),
+        ("Mon numéro, c'est le 06 12.", "fr"),
+        ("Meine Telefonnummer ist 0176.", "de"),
+    ],
+)
+def test_a_number_read_out_in_groups_is_unfinished_until_it_is_whole(
+    text: str, language: str
+) -> None:
+    assert ending(text, language) is Ending.UNFINISHED
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My number is 415 555 0199.",  # ten digits: a whole phone number
+        "I am 42.",  # digits, but no number was announced
+        "I would like two tickets",
+        "Is my number 415?",  # a question about it
+        "My number is 415 and that is it.",  # the digits are not where it ends
+    ],
+)
+def test_digits_that_are_not_a_number_being_read_out(text: str) -> None:
+    assert ending(text) is not Ending.UNFINISHED

@@ -2,13 +2,14 @@
 
 Three classes, from grammar rather than from any one sentence:
 
-- ``UNFINISHED``: the last word needs something after it. A coordinating or
-  subordinating conjunction ("and", "so", "because"), a preposition ("for", "to"), an
-  article or determiner ("the", "my"), a filler ("um", "uh"), an infinitive "to", a verb
-  that takes two objects with only the first ("can you tell me", "show us"); or the
+- ``UNFINISHED``: the last word needs something after it, or the turn is reading out a
+  number it announced and has fewer digits than a phone number ("my number is 415"). A
+  coordinating or subordinating conjunction ("and", "so", "because"), a preposition ("for",
+  "to"), an article or determiner ("the", "my"), a filler ("um", "uh"), an infinitive "to",
+  a verb that takes two objects with only the first ("can you tell me", "show us"); or the
   turn ends with a comma, a dash or an ellipsis (Whisper writes "..." when speech breaks
-  off); or the whole turn so far is a preface that announces more ("I was wondering
-  about something", "the thing is", "let me think").
+  off); or the whole turn so far is a preface that announces more ("I was wondering about
+  something", "the thing is", "let me think").
 - ``QUESTION``: a question that is not unfinished: it ends with a question mark, or
   has a question's form (:mod:`pipeline.turns.question_form`: "can you tell me what the
   answer is", "¿dónde está la estación", "…, n'est-ce pas", "kannst du mir helfen"). A
@@ -41,6 +42,8 @@ class Ending(Enum):
     STATEMENT = "statement"
 
 
+# Digits enough for a whole phone number (ten in North America, ten or more in Europe).
+WHOLE_NUMBER = 10
 _TRAILING_BREAK = ("...", "\u2026", ",", "-", "\u2014", ";", ":")
 _CLOSERS = "\"'\u201d\u2019\u00bb) "  # after a "?": quotes, brackets
 
@@ -60,8 +63,22 @@ def ending(text: str, language: str = "en") -> Ending | None:
         return Ending.QUESTION if marked else Ending.STATEMENT
     if cues.preface.match(" ".join(split_words.words)):
         return Ending.UNFINISHED
+    if not marked and _reading_a_number(split_words.words, cues):
+        return Ending.UNFINISHED
     form = question_form(split_words, cues)
     return _by_last_words(split_words, cues, form, marked)
+
+
+def _reading_a_number(words: list[str], cues: CueWords) -> bool:
+    """The turn ends in the digits of a number it announced ("my number is 415 555"), with
+    fewer than a whole phone number's: people read numbers out in groups, pausing."""
+    digits, i = 0, len(words)
+    while i > 0 and (words[i - 1].isdigit() or words[i - 1] in cues.digit_words):
+        i -= 1
+        digits += len(words[i]) if words[i].isdigit() else 1
+    if not 0 < digits < WHOLE_NUMBER:
+        return False
+    return any(word in cues.number_nouns for word in words[:i])
 
 
 def _by_last_words(split_words: Words, cues: CueWords, form: Form, marked: bool) -> Ending:

@@ -101,6 +101,10 @@ class CueWords:
     skipped: frozenset[str] = frozenset()  # between verb and subject ("a-t-il")
     softeners: frozenset[str] = frozenset()  # words that add nothing ("please")
     backchannels: tuple[str, ...] = ()
+    # A number being read out ("my number is 415 …"): what announces one, and digits
+    # spoken as words ("four one five").
+    number_nouns: frozenset[str] = frozenset()
+    digit_words: frozenset[str] = frozenset()
     dangling: frozenset[str] = field(init=False)
     preface: re.Pattern[str] = field(init=False)
     # First word → (phrase, is a wh-opener, what must follow), longest phrase first.

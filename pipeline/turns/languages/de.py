@@ -138,4 +138,9 @@ WORDS = CueWords(
     completes={"und": words("na")},  # "na und?"
     tails=_TAILS,
     backchannels=_BACKCHANNELS,
+    number_nouns=words(
+        "nummer telefonnummer handynummer rufnummer code postleitzahl plz pin konto "
+        "kontonummer karte kartennummer durchwahl kundennummer referenz"
+    ),
+    digit_words=words("null eins zwei zwo drei vier fünf sechs sieben acht neun"),
 )

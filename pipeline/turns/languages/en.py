@@ -160,4 +160,9 @@ WORDS = CueWords(
     tails=tuple((verb, person) for verb in sorted(_DITRANSITIVE) for person in sorted(_PERSONS)),
     softeners=words("please maybe possibly also just ever even really actually"),
     backchannels=DEFAULT_BACKCHANNELS,
+    number_nouns=words(
+        "number phone cell mobile code zip postcode pin account card extension ext digits id "
+        "reference confirmation policy member ssn"
+    ),
+    digit_words=words("zero oh one two three four five six seven eight nine"),
 )

@@ -124,4 +124,9 @@ WORDS = CueWords(
     completes={"si": words("que creo pues eso digo ya claro")},
     tails=_TAILS,
     backchannels=_BACKCHANNELS,
+    number_nouns=words(
+        "número numero teléfono telefono móvil movil celular código codigo postal pin cuenta "
+        "tarjeta extensión extension dni referencia póliza poliza"
+    ),
+    digit_words=words("cero uno una dos tres cuatro cinco seis siete ocho nueve"),
 )

@@ -134,4 +134,9 @@ WORDS = CueWords(
     wh_final_not_after=words("pas sais sait importe n'importe voilà"),
     skipped=words("t"),
     backchannels=_BACKCHANNELS,
+    number_nouns=words(
+        "numéro numero téléphone telephone portable code postal pin compte carte poste "
+        "référence reference dossier contrat"
+    ),
+    digit_words=words("zéro zero un une deux trois quatre cinq six sept huit neuf"),
 )
