@@ -1,5 +1,6 @@
-"""The docs hold together: docs/settings.md is what the Settings fields make of it, and every
-relative link in the READMEs and docs/ reaches a file (and a heading, for a ``#anchor``).
+"""The docs hold together: docs/settings.md is what the Settings fields make of it, the client
+docs/websocket.md lists is the example file the tests run, and every relative link in the
+READMEs and docs/ reaches a file (and a heading, for a ``#anchor``).
 
 External links (http, https, mailto) are not fetched.
 """
@@ -154,6 +155,16 @@ def test_the_docs_index_and_the_readme_reach_every_page() -> None:
     pages = sorted(page.name for page in DOCS.glob("*.md") if page.name != "README.md")
     assert [page for page in pages if f"]({page}" not in index] == []
     assert "](docs/README.md)" in readme or "](docs/)" in readme
+
+
+def test_the_websocket_page_lists_the_example_client_as_it_is() -> None:
+    """docs/websocket.md shows examples/websocket_client/client.py whole, and that file is
+    what tests/test_example_websocket_client.py runs: the listing is tested code."""
+    client = (ROOT / "examples/websocket_client/client.py").read_text()
+    page = (DOCS / "websocket.md").read_text()
+    assert f"```python\n{client}```\n" in page, (
+        "docs/websocket.md's listing differs from examples/websocket_client/client.py"
+    )
 
 
 def test_the_link_checker_finds_what_is_broken(tmp_path: Path, monkeypatch) -> None:

@@ -246,7 +246,10 @@ async def test_a_telnyx_call_with_an_api_key_is_answered_in_its_codecs(
     stub.config.default_text, stub.config.transcript = ANSWER, QUESTION
     stub.config.tts_seconds_per_char = 0.05
     greeting = "Hello, thanks for calling."
-    server = start_server(**stub.server_settings(api_keys='["k-1"]', greeting=greeting))
+    server = start_server(**stub.server_settings(api_keys='["k-1"]', greeting=greeting,
+                                                 public_url=PUBLIC))  # fmt: skip
+    refused = await webhook(server, new_sid())  # no Twilio token to check its signature
+    assert refused.status_code == 403 and "PARLEY_TWILIO_AUTH_TOKEN" in refused.json()["error"]
     url = ws_url(server)
     async with TelnyxCaller(url) as stranger:
         await asyncio.wait_for(stranger.closed.wait(), 5)
@@ -264,3 +267,18 @@ async def test_a_telnyx_call_with_an_api_key_is_answered_in_its_codecs(
             listed = (await http.get("/api/sessions")).json()["sessions"]
         mine = [s for s in listed if s.get("call_id") == caller.call_control_id]
         assert mine and mine[0]["provider"] == "telnyx" and mine[0]["marks_played"] > 0
+
+
+@pytest.mark.timeout(60)
+async def test_phone_calls_are_not_held_to_the_per_address_caps(
+    start_server: Callable[..., ServerProcess], stub: OpenAIStub
+) -> None:
+    """Every call comes from the provider's servers: a cap per address would cap them all."""
+    server = start_server(**stub.server_settings(max_sessions_per_address="1",
+                                                 max_sessions_per_network="1"))  # fmt: skip
+    async with TwilioCaller(ws_url(server)) as one, TwilioCaller(ws_url(server)) as two:
+        await asyncio.sleep(1.0)
+        assert not one.closed.is_set() and not two.closed.is_set()
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            listed = (await http.get("/api/sessions")).json()["sessions"]
+        assert len([s for s in listed if s["transport"] == "phone"]) == 2

@@ -77,13 +77,15 @@ async def serve_call(
     request_data: object = None,
     first: list[str | bytes] | None = None,
     on_open: Callable[[Session], None] | None = None,
+    address_caps: bool = True,
 ) -> Session | None:
     """Open a session over ``factory``'s transport and serve it to its end (None: refused)."""
     registry: SessionRegistry = websocket.app.state.registry
     try:
         session = registry.create(
-            client, request_data=request_data, owner=client.credential, transport=factory
-        )
+            client, request_data=request_data, owner=client.credential, transport=factory,
+            address_caps=address_caps,
+        )  # fmt: skip
     except (CapacityError, ClientLimitError) as exc:
         await refuse(websocket, TRY_LATER, str(exc))
         return None

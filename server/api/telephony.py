@@ -70,6 +70,11 @@ async def twiml(request: Request) -> Response:
     form = await request.form(max_files=0, max_fields=200)
     fields = [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
     auth_token = settings.twilio_auth_token.get_secret_value()
+    keys = getattr(request.app.state, "api_keys", None)
+    if not auth_token and keys is not None and keys.enabled:
+        # A protected server must not hand stream tokens to whoever asks.
+        return _error(403, "with API keys on, the webhook needs PARLEY_TWILIO_AUTH_TOKEN set "
+                      "to check X-Twilio-Signature")  # fmt: skip
     if auth_token:
         url = public_request_url(settings.public_url, "/telephony/twiml", request.url.query)
         signature = request.headers.get("x-twilio-signature", "")
@@ -171,4 +176,5 @@ async def phone_stream(websocket: WebSocket) -> None:
         lambda _, hooks: PhoneTransport(websocket, hooks, limits, stream, started, hang_up),
         request_data=request_data,
         on_open=greet,
+        address_caps=False,  # every call comes from the provider's few addresses
     )

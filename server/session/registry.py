@@ -160,14 +160,17 @@ class SessionRegistry:
         start: StartRecord | None = None,
         owner: str | None = None,
         transport: TransportFactory = WebRTCTransport,
+        address_caps: bool = True,
     ) -> Session:
         """A new session under ``pc_id`` (or a fresh id) over ``transport`` (WebRTC unless
-        told); raises CapacityError when full."""
+        told); raises CapacityError when full. ``address_caps=False``: the per-address and
+        per-network caps do not apply (a phone call comes from its provider's servers, which
+        carry every caller's call; the key's cap still does)."""
         if self.draining:
             raise ShuttingDown("the server is shutting down")
         if len(self.sessions) >= self.settings.max_sessions:
             raise CapacityError(f"all {self.settings.max_sessions} session slots are in use")
-        self._check_session_caps(client.remote_addr, owner, start)
+        self._check_session_caps(client.remote_addr, owner, start, address_caps)
         pc_id = pc_id or new_id(self.settings.replica_id)
         env = SessionEnv(
             self.settings, self.services, self.handlers, self.store, self.ui_event_handlers
@@ -337,15 +340,21 @@ class SessionRegistry:
         return max(1, int(self.settings.key_session_share * of))
 
     def _check_session_caps(
-        self, address: str | None, owner: str | None, start: StartRecord | None
-    ) -> None:
+        self, address: str | None, owner: str | None, start: StartRecord | None,
+        address_caps: bool = True,
+    ) -> None:  # fmt: skip
         held = self.held(address, owner, skip=start)  # the /start id becomes this session
+        s = self.settings
+        if address_caps:
+            self._check_address_caps(held)
+        _cap(held["key"].sessions, self._key_cap(s.max_sessions), "sessions for this API key")
+
+    def _check_address_caps(self, held: dict[str, Held]) -> None:
         s = self.settings
         _cap(held["address"].sessions, s.max_sessions_per_address, "sessions from this address")
         _cap(held["network"].sessions, s.max_sessions_per_network, "sessions from this network")
         _cap(held["address"].pending, s.max_pending_per_address, PENDING + " from this address")
         _cap(held["network"].pending, s.max_pending_per_network, PENDING + " from this network")
-        _cap(held["key"].sessions, self._key_cap(s.max_sessions), "sessions for this API key")
 
     def _check_start_caps(self, address: str | None, owner: str | None) -> None:
         held = self.held(address, owner)
