@@ -10,6 +10,7 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -282,3 +283,20 @@ async def test_phone_calls_are_not_held_to_the_per_address_caps(
         async with httpx.AsyncClient(base_url=server.url) as http:
             listed = (await http.get("/api/sessions")).json()["sessions"]
         assert len([s for s in listed if s["transport"] == "phone"]) == 2
+
+
+@pytest.mark.timeout(60)
+async def test_an_agents_keypad_hook_can_end_the_call(
+    start_server: Callable[..., ServerProcess], stub: OpenAIStub, rest: FakeTwilioRest
+) -> None:
+    agent = Path(__file__).parent / "agent_files" / "phone_desk.py"
+    server = start_server(**phone_settings(stub, rest, agent=str(agent)))
+    caller = await connected_call(server)
+    async with caller:
+        await caller.wait_for(lambda: caller.bot_seconds() > 0.2, within=10)  # the greeting
+        await caller.press("5")
+        await asyncio.sleep(0.5)
+        assert not caller.closed.is_set()
+        await caller.press("0")
+        await asyncio.wait_for(caller.closed.wait(), 10)
+    assert rest.hung_up.count(caller.call_sid) == 1, "ended by the agent: hung up at Twilio"

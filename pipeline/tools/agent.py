@@ -102,6 +102,7 @@ class Agent:
         self.http_tools = [HTTPToolConfig.model_validate(t) for t in http_tools]
         self.call_start_hooks: list[Hook] = []
         self.user_turn_hooks: list[Hook] = []
+        self.keypad_hooks: list[Hook] = []
         self.call_end_hooks: list[Hook] = []
         self.client_message_handlers: dict[str, Hook] = {}
         for tool in tools:
@@ -174,6 +175,12 @@ class Agent:
     def on_user_turn(self, hook: F) -> F:
         """``hook(ctx, text)`` after each user turn joins the context."""
         self.user_turn_hooks.append(hook)
+        return hook
+
+    def on_keypad(self, hook: F) -> F:
+        """``hook(ctx, key)`` for each key a phone caller presses ("0"-"9", "*", "#"); the
+        keys also reach the LLM as typed turns."""
+        self.keypad_hooks.append(hook)
         return hook
 
     def on_call_end(self, hook: F) -> F:

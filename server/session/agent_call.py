@@ -18,6 +18,7 @@ from pipeline.messages import SystemMessage
 from pipeline.tools import call_context
 from pipeline.tools.agent import Agent
 from pipeline.tools.call_context import CallContext
+from pipeline.turns.keypad import KeypadPressed
 from server.rtvi.ui_worker import UIWorker
 from server.session.voice import VoiceSession
 
@@ -67,6 +68,7 @@ class AgentCall:
         events = voice.conversation.events
         if agent is not None:
             events.on(UserTranscript, self._user_turn)
+            events.on(KeypadPressed, self._keypad)
             self._hooks("call-start", agent.call_start_hooks)
 
     @property
@@ -95,6 +97,9 @@ class AgentCall:
     def _user_turn(self, event: UserTranscript) -> None:
         if event.content.strip():
             self._hooks("user-turn", self._chosen("user_turn_hooks"), event.content)
+
+    def _keypad(self, event: KeypadPressed) -> None:
+        self._hooks("keypad", self._chosen("keypad_hooks"), event.digit)
 
     async def ended(self, reason: str) -> None:
         """The call has ended: the ``on_call_end`` hooks, bounded in time."""
