@@ -12,6 +12,11 @@ Models (``--models``): ``tiny.en`` (the packaged whisper tiny.en) and ``base`` (
 base, multilingual, from ``--base-path``). Text is normalised before counting
 (``testkit/wer.py``); WER is over the whole set: all errors / all reference words.
 
+``--line``: ``phone`` (8 kHz G.711 μ-law, :mod:`testkit.phone_line`), or either half of
+it alone: ``band8k`` (the 8 kHz band limit) and ``mulaw16k`` (the companding at 16 kHz).
+``--suppression off,rnnoise`` also hears each utterance through RNNoise
+(:mod:`pipeline.audio.noise_suppression`; labels ``+ns``), after the ``--line``.
+
 Decodings (``--decodings``, comma-separated): ``tuned`` (faster-whisper's ``transcribe``,
 30 s window, beam 5, repeat guards), ``short`` (the same guards, our own decode over a
 window of the utterance's length: :data:`pipeline.services.local_stt.SHORT_WINDOW_DECODING`),
@@ -24,6 +29,7 @@ alike. Time is per utterance (one call at a time, two threads): median, p95.
     .venv/bin/python -m bench.stt_wer --models base --limit 20 --decodings short,short-min8
     .venv/bin/python -m bench.stt_wer --limit 10 --verbose             # every wrong transcript
     .venv/bin/python -m bench.stt_wer --models tiny.en --decodings short --line phone  # 8 kHz μ-law
+    .venv/bin/python -m bench.stt_wer --models tiny.en --decodings short --suppression off,rnnoise
 """
 
 from __future__ import annotations
@@ -32,12 +38,14 @@ import argparse
 import asyncio
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pipeline.audio.resampling import resample
 from pipeline.services.embedded import EmbeddedConfig, EmbeddedModels, load_whisper, warm_whisper
 from pipeline.services.local_stt import (
     BASELINE_DECODING,
@@ -48,6 +56,7 @@ from pipeline.services.local_stt import (
     transcribe_utterance,
     with_name,
 )
+from testkit.denoise import suppress
 from testkit.phone_line import phone_line
 from testkit.stt_sentences import SENTENCES, VOICES, speech, utterance
 from testkit.wer import normalise, word_errors
@@ -62,6 +71,29 @@ VARIANTS: dict[str, Decoding] = {
     "short-min12": with_name(SHORT_WINDOW_DECODING, "short-min12", window=(2.0, 1.0, 12.0)),
     "short-min16": with_name(SHORT_WINDOW_DECODING, "short-min16", window=(2.0, 1.0, 16.0)),
     "short-greedy": with_name(SHORT_WINDOW_DECODING, "short-greedy", beam_size=1),
+}
+
+
+def mulaw_16k(pcm: np.ndarray) -> np.ndarray:
+    """G.711's μ-law companding (8-bit, μ = 255) without its 8 kHz band limit."""
+    x = pcm.astype(np.float64) / 32768.0
+    coded = np.round(np.sign(x) * np.log1p(255 * np.abs(x)) / np.log1p(255) * 127) / 127
+    out = np.sign(coded) * np.expm1(np.abs(coded) * np.log1p(255)) / 255 * 32768.0
+    return np.clip(np.round(out), -32768, 32767).astype(np.int16)
+
+
+def band_8k(pcm: np.ndarray) -> np.ndarray:
+    """The 8 kHz band limit alone: down to 8 kHz and back up, no companding."""
+    return resample(resample(pcm, 16000, 8000), 8000, 16000)[: pcm.size]
+
+
+# What the STT hears (``--line``): as sent, through a phone line (8 kHz G.711 μ-law, as
+# phone media streams deliver it), or one half of that line alone.
+LINES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "wide": lambda pcm: pcm,
+    "phone": phone_line,
+    "mulaw16k": mulaw_16k,
+    "band8k": band_8k,
 }
 
 
@@ -141,14 +173,25 @@ def run_model(model: str, args: argparse.Namespace, tallies: dict[tuple, Tally])
                     pcm = utterance(sentence, voice, after=tail)
                 else:
                     pcm = noisy(sentence, voice, snr, tail)
-                if args.line == "phone":  # 8 kHz G.711 μ-law, as phone media streams
-                    pcm = phone_line(pcm)
-                for decoding in decodings:
-                    text, seconds = transcribe_utterance(whisper, pcm, 16000, decoding)
-                    tally = tallies.setdefault((model, decoding.name, label, tail), Tally())
-                    if tally.add(sentence, text, seconds) and args.verbose:
-                        want = " ".join(normalise(sentence))
-                        print(f"  {model} {decoding.name:8} {label:12} {text!r}\n  want: {want}")
+                pcm = LINES[args.line](pcm)
+                for heard, audio in suppressions(pcm, args.suppression):
+                    for decoding in decodings:
+                        text, seconds = transcribe_utterance(whisper, audio, 16000, decoding)
+                        key = (model, decoding.name, label + heard, tail)
+                        if tallies.setdefault(key, Tally()).add(sentence, text, seconds) and (
+                            args.verbose
+                        ):
+                            want = " ".join(normalise(sentence))
+                            print(f"  {' '.join(map(str, key))} {text!r}\n  want: {want}")
+
+
+def suppressions(pcm: np.ndarray, names: str) -> list[tuple[str, np.ndarray]]:
+    """The utterance as the STT hears it per ``--suppression``: as it came (``off``) and
+    through RNNoise (``rnnoise``: label ``+ns``, warmed on the utterance's pre-roll)."""
+    heard = []
+    for name in names.split(","):
+        heard.append(("", pcm) if name == "off" else ("+ns", suppress(pcm)))
+    return heard
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -176,7 +219,10 @@ def main() -> None:
     parser.add_argument("--snr", type=float, default=10.0, help="dB of the noisy runs (0: none)")
     parser.add_argument("--tails", default="0.15", help="seconds of sound after the speech")
     parser.add_argument("--limit", type=int, default=len(SENTENCES), help="first N sentences")
-    parser.add_argument("--line", choices=("wide", "phone"), default="wide")
+    parser.add_argument("--line", choices=tuple(LINES), default="wide")
+    parser.add_argument(
+        "--suppression", default="off", help="of off, rnnoise (comma-separated: both, '+ns')"
+    )
     parser.add_argument("--verbose", action="store_true", help="print every wrong transcript")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()

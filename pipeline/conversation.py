@@ -26,6 +26,7 @@ from pipeline.events import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
     BotText,
+    BotTextProgress,
     BotTextStarted,
     Emitter,
     Event,
@@ -221,6 +222,10 @@ class Conversation:
 
     def segment_played(self, text: str) -> None:
         self.feed(BotText(text))
+
+    def segment_progress(self, text: str, spoken: str) -> None:
+        """Playout reached another word of the segment playing (the output's word timing)."""
+        self.feed(BotTextProgress(text, spoken))
 
     # -- bot turns -------------------------------------------------------------------------------
 

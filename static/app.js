@@ -167,27 +167,47 @@ function userSaid(text) {
 function currentBotLine() {
   if (!botLine) {
     botLine = addLine("bot");
-    // .said: text that was played out; .caption: the sentence playing right now.
-    botLine.innerHTML = '<span class="said"></span> <span class="caption"></span>';
+    // .said: text that was played out; .caption: the sentence playing right now, its
+    // .heard part (the words played so far) and the rest.
+    botLine.innerHTML =
+      '<span class="said"></span> <span class="caption"><span class="heard"></span><span class="rest"></span></span>';
   }
   return botLine;
 }
 
+function showCaption(heard, rest) {
+  const caption = currentBotLine().querySelector(".caption");
+  caption.querySelector(".heard").textContent = heard;
+  caption.querySelector(".rest").textContent = rest;
+}
+
+function addSaid(text) {
+  const said = currentBotLine().querySelector(".said");
+  said.textContent += (said.textContent ? " " : "") + text;
+}
+
 client.on("user-transcription", (data) => data.final && userSaid(data.text)); // interim: skipped
 client.on("bot-llm-started", () => (botLine = null));
-// bot-tts-text comes as a sentence starts to play (a caption in step with the voice);
-// bot-output comes after it played (spoken) or as text-only words (not spoken).
-client.on("bot-tts-text", (data) => (currentBotLine().querySelector(".caption").textContent = data.text));
+// RTVI 2.1 bot-output (the page announces 2.1.0): a spoken sentence comes as "new" when it
+// starts to play (the caption), "in-progress" as playout reaches each word (the caption's
+// heard part grows), "completed" once played (it joins what was said); text that is not
+// spoken comes a sentence at a time, with will_be_spoken false.
 client.on("bot-output", (data) => {
-  const line = currentBotLine();
-  const said = line.querySelector(".said");
-  const space = data.aggregated_by === "sentence" && said.textContent ? " " : ""; // words carry their own
-  said.textContent += space + data.text;
-  if (data.spoken) line.querySelector(".caption").textContent = "";
+  if (!data.will_be_spoken) return addSaid(data.text);
+  const progress = data.spoken_progress ?? { accumulated_text: "", remaining_text: data.text };
+  if (data.spoken_status === "completed") {
+    addSaid(data.text);
+    showCaption("", "");
+  } else {
+    showCaption(progress.accumulated_text, progress.remaining_text);
+  }
 });
 client.on("bot-interrupted", () => {
   if (!botLine) return;
-  botLine.querySelector(".caption").textContent = ""; // the part that was never heard
+  // What was heard of the sentence cut short stays; the part never heard goes.
+  const heard = botLine.querySelector(".caption .heard").textContent;
+  if (heard) addSaid(heard);
+  showCaption("", "");
   botLine.classList.add("interrupted");
   botLine = null;
 });

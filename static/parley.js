@@ -6,8 +6,8 @@
 //   2. POST /api/offer {sdp, type, pc_id: null, restart_pc: false} -> {sdp, type, pc_id}.
 //   3. Our ICE candidates trickle to PATCH /api/offer {pc_id, candidates: [...]} in batches,
 //      an empty candidate marking the end. (The server answers with all of its own.)
-//   4. On the open channel: `ping: <ms>` every second, and RTVI `client-ready`; the session
-//      is usable once `bot-ready` comes back with the same id.
+//   4. On the open channel: `ping: <ms>` every second, and RTVI `client-ready` announcing
+//      protocol 2.1.0; the session is usable once `bot-ready` comes back with the same id.
 //
 // Events (client.on(name, fn)):
 //   "state"      "connecting" | "connected" | "disconnected"
@@ -233,6 +233,12 @@ export class ParleyClient {
   /** Say something by text; the bot answers as if it had been spoken. */
   sendText(content) {
     return this.send("send-text", { content, options: { run_immediately: true, audio_response: true } });
+  }
+
+  /** Press keypad keys ("12#"): RTVI 2.1 `dtmf`, taken as a phone caller's keys are. */
+  sendDTMF(keys) {
+    if (!/^[0-9*#]+$/.test(keys)) throw new Error(`not keypad keys: ${keys}`);
+    return this.send("dtmf", { buttons: [...keys] });
   }
 
   // -- the microphone ----------------------------------------------------------------------

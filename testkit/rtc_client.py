@@ -2,8 +2,9 @@
 
 It offers audio (mid 0) and video (mid 1), opens the ``chat`` data channel, trickles its
 ICE candidates with PATCH instead of putting them in the offer, pings every second,
-speaks RTVI and records the audio it receives. ``python -m testkit.rtc_client URL`` runs
-one in its own process (used to make a peer vanish with SIGKILL).
+speaks RTVI (1.4 by default, what most tests check; ``rtvi_version="2.1.0"`` for what the
+official client announces) and records the audio it receives. ``python -m
+testkit.rtc_client URL`` runs one in its own process (used to make a peer vanish with SIGKILL).
 """
 
 from __future__ import annotations
@@ -142,11 +143,13 @@ class RTCTestClient:
         configuration: RTCConfiguration | None = None,
         echo: tuple[float, float] | None = None,
         camera: MediaStreamTrack | None = None,
+        rtvi_version: str = "1.4.0",
     ) -> None:
         """``echo``: ``(gain dB, delay s)`` at which the bot's audio comes back into the
         microphone, as from a loudspeaker with no echo cancellation. ``camera``: a video
         track to send on mid 1 (``testkit.rtc_camera.ColourCamera``); else mid 1 sends none,
-        as a browser with the camera off."""
+        as a browser with the camera off. ``rtvi_version``: what ``client-ready`` announces."""
+        self.rtvi_version = rtvi_version
         self.base_url = base_url.rstrip("/")
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=20)
         # max-bundle always: the transceiver order below depends on it.
@@ -210,7 +213,10 @@ class RTCTestClient:
             self._tasks.append(asyncio.create_task(self._ping_loop()))
         ready_id = self.send_rtvi(
             "client-ready",
-            {"version": "2.1.0", "about": {"library": "parley-tests", "library_version": "0"}},
+            {
+                "version": self.rtvi_version,
+                "about": {"library": "parley-tests", "library_version": "0"},
+            },
         )
         await self.wait_for(lambda m: m.get("type") == "bot-ready" and m.get("id") == ready_id)
         return time.monotonic() - started

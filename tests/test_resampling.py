@@ -1,11 +1,12 @@
-"""Sample-rate conversion: streamed, whole clips, and the echo reference's decimator."""
+"""Sample-rate conversion: streamed, whole clips, the echo reference's decimator and the
+noise suppressor's interpolator."""
 
 from __future__ import annotations
 
 import av
 import numpy as np
 
-from pipeline.audio.resampling import Decimator, StreamResampler, resample
+from pipeline.audio.resampling import Decimator, Interpolator, StreamResampler, resample
 
 
 def tone(freq: float, rate: int, seconds: float = 1.0, peak: float = 10000) -> np.ndarray:
@@ -93,3 +94,25 @@ def test_the_decimator_streams_without_seams() -> None:
     streamed = Decimator(3)
     parts = [streamed(clip[i : i + 700]) for i in range(0, clip.size, 700)]
     assert np.array_equal(np.concatenate(parts), Decimator(3)(clip))
+
+
+def test_the_interpolator_keeps_the_tone_and_stops_the_images() -> None:
+    clip = tone(1000, 16000)
+    up = Interpolator(3)(clip)
+    assert up.dtype == np.float32 and up.size == 3 * clip.size
+    assert abs(rms(up[200:]) - rms(clip)) < 0.05 * rms(clip)
+    assert abs(dominant_freq(up, 48000) - 1000) < 2
+    spectrum = np.abs(np.fft.rfft(up[200:].astype(np.float64)))
+    freqs = np.fft.rfftfreq(up.size - 200, 1 / 48000)
+    image = spectrum[(freqs > 14000) & (freqs < 16000)].max()  # 16 kHz - 1 kHz
+    assert image < 0.01 * spectrum.max()  # -40 dB or better
+
+
+def test_the_interpolator_streams_without_seams_and_with_a_fixed_delay() -> None:
+    clip = tone(440, 16000)
+    streamed = Interpolator(3)
+    parts = [streamed(clip[i : i + 333]) for i in range(0, clip.size, 333)]
+    assert np.array_equal(np.concatenate(parts), Interpolator(3)(clip))
+    impulse = np.zeros(64, np.int16)
+    impulse[10] = 10000
+    assert int(np.argmax(Interpolator(3, taps=48)(impulse))) in (30 + 23, 30 + 24)

@@ -10,6 +10,9 @@
   low-pass, for the echo canceller's reference (48 kHz → 16 kHz). Its stopband (~40 dB)
   is plenty for that, and per 20 ms frame it costs a fifth of a round trip through PyAV
   frames; that path runs on every outbound frame.
+- :class:`Interpolator`: its mirror, integer upsampling of a stream (16 kHz → 48 kHz for
+  the noise suppressor, :mod:`pipeline.audio.noise_suppression`): exactly ``factor``
+  samples out per sample in, so a stream keeps a fixed delay, which PyAV's does not.
 """
 
 from __future__ import annotations
@@ -106,3 +109,28 @@ class Decimator:
         out = filtered[self._phase :: self._factor]
         self._phase = (self._phase - samples.size) % self._factor
         return np.clip(np.rint(out), -32768, 32767).astype(np.int16)
+
+
+class Interpolator:
+    """Integer upsampling of an int16 stream by ``factor`` to float32: zeros stuffed
+    between the samples, then a windowed-sinc low-pass below the input's Nyquist, run as
+    ``factor`` short polyphase filters (the stuffed zeros are never multiplied)."""
+
+    def __init__(self, factor: int, taps: int = 48) -> None:
+        taps -= taps % factor  # whole phases
+        n = np.arange(taps) - (taps - 1) / 2
+        cutoff = 0.45 / factor  # of the output rate: just below the input's Nyquist
+        h = np.sinc(2 * cutoff * n) * np.hamming(taps)
+        h *= factor / h.sum()  # the stuffed zeros cost 1/factor of the level
+        self._phases = [h[p::factor].astype(np.float32) for p in range(factor)]
+        self._factor = factor
+        self._state = np.zeros(taps // factor - 1, np.float32)
+        self.delay = (taps - 1) / 2  # output samples
+
+    def __call__(self, samples: np.ndarray) -> np.ndarray:
+        buffer = np.concatenate([self._state, samples.astype(np.float32)])
+        self._state = buffer[buffer.size - self._state.size :]
+        out = np.empty(samples.size * self._factor, np.float32)
+        for p, phase in enumerate(self._phases):
+            out[p :: self._factor] = np.convolve(buffer, phase, "valid")
+        return out

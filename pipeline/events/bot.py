@@ -112,6 +112,16 @@ class BotTextStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class BotTextProgress(Event):
+    """Playout of the segment :class:`BotTextStarted` announced reached another word:
+    ``spoken`` is the segment's ``text`` up to and including that word (where the TTS
+    gives no word times, placed by the share of the segment's characters before it)."""
+
+    text: str
+    spoken: str
+
+
+@dataclass(frozen=True, slots=True)
 class TTSStarted(Event):
     """The bot turn began synthesizing speech."""
 

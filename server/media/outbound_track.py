@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -41,12 +42,25 @@ class PlayoutListener(Protocol):
     def segment_played(self, text: str) -> None: ...
 
 
+_WORD = re.compile(r"\S+")
+
+
+def word_starts(text: str) -> list[tuple[float, int]]:
+    """Each word of ``text``: where it starts as a share of the text, which places it in
+    the segment's audio (an estimate: no TTS here gives word times), and where it ends
+    in the text."""
+    size = max(1, len(text))
+    return [(word.start() / size, word.end()) for word in _WORD.finditer(text)]
+
+
 @dataclass(slots=True)
 class _Segment:
     start: int  # byte offsets in the stream of everything ever queued
     end: int
     text: str
     started: bool = False
+    words: list[tuple[float, int]] | None = None  # word_starts(text), once playing
+    told: int = 0  # words reported to on_progress
 
 
 class PacedAudioTrack(MediaStreamTrack):
@@ -60,8 +74,9 @@ class PacedAudioTrack(MediaStreamTrack):
     not a stop: the listener hears nothing of it, and ``playing`` stays true. A
     :class:`PlayoutListener` hears when audio starts and stops going out and when each
     tagged segment starts and finishes; on ``flush`` the segment cut short is reported
-    with only the words that went out. ``mark`` runs a callback once everything queued
-    before it has been sent.
+    with only the words that went out. ``on_progress`` hears, as a segment plays, each
+    time playout reaches another of its words. ``mark`` runs a callback once everything
+    queued before it has been sent.
 
     Listeners, marks and ``on_frame_sent`` run inside aiortc's sender loop, which ends at
     the first exception (the bot would go silent for good): what they raise goes to
@@ -87,6 +102,9 @@ class PacedAudioTrack(MediaStreamTrack):
         self.paused = False
         # Told each frame of queued audio as it is sent (e.g. to meter the bot's level).
         self.on_frame_sent: Callable[[bytes], None] | None = None
+        # Told (segment text, its text up to and including the word now playing) as
+        # playout reaches each word of a segment (e.g. for RTVI 2's spoken progress).
+        self.on_progress: Callable[[str, str], None] | None = None
         # Told what a listener, a mark or on_frame_sent raised.
         self.on_error: Callable[[Exception], None] | None = None
         # Told when a pause or a flush cuts the bot off: a transport whose far end buffers
@@ -147,10 +165,7 @@ class PacedAudioTrack(MediaStreamTrack):
         listener = self.listener
         if listener is not None and self._segments and self._segments[0].started:
             cut = self._segments[0]
-            played = self._sent_total
-            if self.played_position is not None:
-                played = min(played, self.played_position())
-            fraction = max(0, played - cut.start) / max(1, cut.end - cut.start)
+            fraction = max(0, self._heard_position() - cut.start) / max(1, cut.end - cut.start)
             words = cut.text.split()
             spoken = " ".join(words[: round(len(words) * fraction)])
             if spoken:
@@ -164,6 +179,29 @@ class PacedAudioTrack(MediaStreamTrack):
             self.playing = False
             if listener is not None:
                 self._tell(listener.playout_stopped)
+
+    def _heard_position(self) -> int:
+        """Bytes of queued audio the far end has played (sent ones, unless it says)."""
+        if self.played_position is None:
+            return self._sent_total
+        return min(self._sent_total, self.played_position())
+
+    def _progress(self, head: _Segment) -> None:
+        """Tell ``on_progress`` of the last word of ``head`` whose start playout passed
+        (one call per frame, however many words that frame passed)."""
+        tell = self.on_progress
+        if tell is None:
+            return
+        if head.words is None:
+            head.words = word_starts(head.text)
+        heard = self._heard_position() - head.start
+        length = head.end - head.start
+        told = head.told
+        while told < len(head.words) and head.words[told][0] * length <= heard:
+            told += 1
+        if told > head.told:
+            head.told = told
+            self._tell(tell, head.text, head.text[: head.words[told - 1][1]])
 
     def _tell(self, callback: Callable[..., None], *args: object) -> None:
         try:
@@ -202,6 +240,8 @@ class PacedAudioTrack(MediaStreamTrack):
                 if listener is not None:
                     self._tell(listener.segment_played, head.text)
             else:
+                if head.started:
+                    self._progress(head)
                 break
         marks = self._marks
         while marks and marks[0][0] <= self._sent_total:

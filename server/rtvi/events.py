@@ -1,14 +1,18 @@
 """Pipeline events → RTVI server messages, sent as they happen.
 
 One observer per session, subscribed to the conversation's events. Bot speaking and the
-spoken text follow real playout (the outbound track reports them), not generation.
+spoken text follow real playout (the outbound track reports them), not generation. The
+mapping below is the one for every client; what depends on the RTVI version the client
+announced (``bot-output``'s shape, the 2.x-only ``vad-user-*``) is decided in
+:mod:`server.rtvi.versions`.
+
 Function-call reports honour a report level per tool, since arguments and results can be
 private: ``none`` (the events, with ids only), ``name`` (plus function names: the
 default) or ``full`` (plus arguments and results). A client-side tool's
 ``llm-function-call-in-progress`` always carries its name and arguments whatever the
 level: the client runs it and needs both (it sends them back with its result).
 
-The LLM's reasoning (thought) has no message type in RTVI 1.x, so it goes out as
+The LLM's reasoning (thought) has no message type in RTVI (1.x or 2.x), so it goes out as
 ``server-message`` (the protocol's channel for what it does not define, which the
 official client hands to ``onServerMessage``), in the shape of the ``bot-llm-*`` trio:
 ``{"type": "bot-llm-thought-started"}``, ``{"type": "bot-llm-thought-text", "text"}``
@@ -26,6 +30,7 @@ from pipeline.events import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
     BotText,
+    BotTextProgress,
     BotTextStarted,
     Emitter,
     Event,
@@ -42,6 +47,8 @@ from pipeline.events import (
     LLMThoughtText,
     Metric,
     ServiceError,
+    SpeechStarted,
+    SpeechStopped,
     Transcription,
     TTSStarted,
     TTSStopped,
@@ -57,7 +64,6 @@ from pipeline.session_metrics import rtvi_metrics
 from pipeline.tools.registry import ReportLevel, ToolRegistry
 from server.rtvi import protocol
 from server.rtvi.server_messages import (
-    BotOutputData,
     FunctionCallInProgressData,
     FunctionCallStartedData,
     FunctionCallStoppedData,
@@ -65,8 +71,15 @@ from server.rtvi.server_messages import (
     TextData,
     UserTranscriptionData,
 )
+from server.rtvi.versions import BotOutput, ClientProtocol
 
 RTVI_METRIC_KINDS = frozenset({"ttfb", "processing", "characters", "tokens"})
+# The VAD's own start and stop (RTVI 2's vad-user-*), told by hearing (:meth:`RTVIEvents.vad`)
+# before turn-taking sees them: a mute or a turn strategy does not hold them back.
+VAD_MESSAGES: dict[type[Event], str] = {
+    SpeechStarted: "vad-user-started-speaking",
+    SpeechStopped: "vad-user-stopped-speaking",
+}
 
 
 class FunctionCallReporting:
@@ -113,8 +126,12 @@ class RTVIEvents:
         report_level: ReportLevel | FunctionCallReporting = "name",
         user_id: str = "",
         thoughts: bool = True,
+        client_protocol: ClientProtocol | None = None,
     ) -> None:
         self._send = send
+        # The protocol the client is served (1.x until its client-ready says otherwise).
+        self.client_protocol = client_protocol or ClientProtocol()
+        self.output = BotOutput(self.client_protocol, send)
         self.thoughts = thoughts  # send the LLM's reasoning (see the module docstring)
         self.reporting = (
             report_level
@@ -125,6 +142,9 @@ class RTVIEvents:
         self._function_names: dict[str, str] = {}
 
     def subscribe(self, events: Emitter) -> None:
+        # Before bot-llm-stopped and bot-interrupted: the rest of a text answer (2.x).
+        for end in (LLMResponseEnded, Interruption):
+            events.on(end, lambda _: self.output.text_ended())
         simple: dict[type[Event], str] = {
             UserTurnStarted: "user-started-speaking",
             UserTurnStopped: "user-stopped-speaking",
@@ -147,6 +167,7 @@ class RTVIEvents:
             LLMText, lambda e: self._send(protocol.message("bot-llm-text", TextData(text=e.text)))
         )
         events.on(BotTextStarted, self._tts_text)
+        events.on(BotTextProgress, lambda e: self.output.progress(e.text, e.spoken))
         events.on(BotText, self._bot_output)
         events.on(FunctionCallInProgress, self._call_started)
         events.on(FunctionCallResult, self._call_result)
@@ -159,9 +180,21 @@ class RTVIEvents:
         events.on(ServiceError, self._error)
         events.on(AppMessage, lambda e: self._send(protocol.message("server-message", e.data)))
 
+    def vad(self, event: Event) -> None:
+        """One of the VAD's events, as hearing has it (only some become messages)."""
+        type_ = VAD_MESSAGES.get(type(event))
+        if type_ is not None and self.client_protocol.sends(type_):
+            self._send(protocol.message(type_))
+
     def _sender(self, type_: str) -> Callable[[Event], None]:
-        """A handler that sends the data-less RTVI message ``type_``."""
-        return lambda _event: self._send(protocol.message(type_))
+        """A handler that sends the data-less RTVI message ``type_`` (if the client's
+        protocol has it)."""
+
+        def send(_event: Event) -> None:
+            if self.client_protocol.sends(type_):
+                self._send(protocol.message(type_))
+
+        return send
 
     def _metric(self, event: Metric) -> None:
         # RTVI's metrics are these kinds; the rest (reasoning) is for Prometheus only.
@@ -191,14 +224,13 @@ class RTVIEvents:
 
     def _tts_text(self, event: BotTextStarted) -> None:
         self._send(protocol.message("bot-tts-text", TextData(text=event.text)))
+        self.output.started(event.text)
 
     def _bot_output(self, event: BotText) -> None:
-        aggregated_by = "sentence" if event.spoken else "word"
-        data = BotOutputData(text=event.text, spoken=event.spoken, aggregated_by=aggregated_by)
-        self._send(protocol.message("bot-output", data))
         if event.spoken:
-            # What the bot's voice said, sentence by sentence (cut short on barge-in).
-            self._send(protocol.message("bot-transcription", TextData(text=event.text)))
+            self.output.played(event.text)
+        else:
+            self.output.sent(event.text)
 
     # -- function calls ------------------------------------------------------------------
 

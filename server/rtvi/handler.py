@@ -1,5 +1,8 @@
 """Serves the RTVI messages a client sends: handshake, app requests, text input, hang-up,
-and the results of client-side tool calls.
+the results of client-side tool calls, and keypad presses (``dtmf``, RTVI 2.x).
+
+``client-ready`` settles the protocol the client is served from then on
+(:class:`server.rtvi.versions.ClientProtocol`, shared with the session's events).
 
 Apps answer their own ``client-message`` requests by registering a handler per ``t``
 in a :class:`ClientMessages` (the app's is ``app.state.client_messages``)::
@@ -36,11 +39,13 @@ from server.rtvi import protocol
 from server.rtvi.protocol import (
     ClientMessageData,
     ClientReadyData,
+    DTMFData,
     Envelope,
     FunctionCallResultData,
     RTVIError,
     SendTextData,
 )
+from server.rtvi.versions import ClientProtocol
 
 # How long an app's client-message handler may take (the official client waits 10 s).
 CLIENT_MESSAGE_TIMEOUT = 9.0
@@ -75,6 +80,10 @@ class ClientRequests(Protocol):
     def client_tool_result(self, data: FunctionCallResultData) -> None: ...
 
     def handle_ui(self, type_: str, msg_id: str, data: Any) -> None: ...
+
+    def press_keys(self, keys: list[str]) -> None:
+        """Keypad presses, in order; ``ValueError`` (none pressed) if one is no key."""
+        ...
 
 
 ClientMessageHandler = Callable[[RTVISession, Any], Awaitable[Any]]
@@ -157,8 +166,11 @@ class RTVIHandler:
         max_text_chars: int = 4096,
         max_reply_bytes: int = MAX_REPLY_BYTES,
         requests: ClientRequests | None = None,
+        client_protocol: ClientProtocol | None = None,
     ) -> None:
         self._session = session
+        # The protocol the client is served, as its client-ready settles it.
+        self.client_protocol = client_protocol or ClientProtocol()
         # Without ``requests``, the session serves them itself (a stand-in in the tests).
         self._requests = requests if requests is not None else cast(ClientRequests, session)
         self._handlers = client_message_handlers
@@ -186,6 +198,8 @@ class RTVIHandler:
                     self._requests.client_tool_result(data)
                 except ClientToolError as exc:
                     raise RTVIError(str(exc), envelope.id, "client tool result refused") from None
+            elif isinstance(data, DTMFData):
+                self._dtmf(envelope.id, data)
             elif envelope.type in UI_CLIENT_TYPES:
                 self._requests.handle_ui(envelope.type, envelope.id, data)
             elif envelope.type == "disconnect-bot":
@@ -232,16 +246,27 @@ class RTVIHandler:
         except TypedTextRefused as exc:
             raise RTVIError(str(exc), msg_id, "too many typed turns") from None
 
+    def _dtmf(self, msg_id: str, data: DTMFData) -> None:
+        served = self.client_protocol
+        if not served.takes_dtmf:
+            error = f"dtmf is an RTVI 2 message; this client is served {served.version}"
+            raise RTVIError(error, msg_id, "dtmf before RTVI 2")
+        try:
+            self._requests.press_keys(data.keys)
+        except ValueError as exc:
+            raise RTVIError(f"invalid dtmf: {exc}", msg_id, "invalid dtmf") from None
+
     def _client_ready(self, envelope: Envelope, data: ClientReadyData) -> None:
         error = protocol.version_error(data.version)
         if error is not None:
-            # Still serve: an odd or unknown version is reported, not refused.
+            # Still serve (as 1.x): an odd or unknown version is reported, not refused.
             reason = error.split(" ", 2)[0] + " RTVI version"  # invalid / unsupported
             self.report(RTVIError(error, envelope.id, reason))
+        version = self.client_protocol.negotiate(data.version)
         self._requests.set_client(data)
         self.ready = True
         about = {"library": "parley", "library_version": __version__}
-        self._session.send(protocol.bot_ready(envelope.id, about))
+        self._session.send(protocol.bot_ready(envelope.id, about, version))
 
     async def _client_message(self, msg_id: str, data: ClientMessageData) -> None:
         handler = self._handlers.get(data.t)

@@ -1,10 +1,12 @@
-"""RTVI protocol models (label ``rtvi-ai``, protocol 1.4.0) and message builders.
+"""RTVI protocol models (label ``rtvi-ai``), the versions served, and message builders.
 
-We announce 1.4.0, the version of the protocol this server implements. The official
-client (client-js 1.13, protocol 2.1.0) warns that the bot is older and then works; a
-2.x announcement would make it send ``dtmf`` and expect 2.x ``bot-output`` fields
-(``will_be_spoken``, ``spoken_status``), which 1.4.0 does not define. Server → client
-``data`` models live in :mod:`server.rtvi.server_messages`.
+Two protocol versions are served side by side, chosen per client by the version its
+``client-ready`` announces: a 1.x client is told 1.4.0 and gets the 1.4 messages (as it
+always did), a 2.x client is told 2.1.0 and gets 2.1's (``bot-output`` with spoken
+progress, ``vad-user-*``, and it may send ``dtmf``). Any other major, or none, gets an
+``error-response`` and is then served as 1.x: the session goes on. What differs between
+the two is produced in :mod:`server.rtvi.versions`; server → client ``data`` models live
+in :mod:`server.rtvi.server_messages`.
 
 Client messages are validated in two steps: the envelope (``label``, ``type``, ``id``,
 ``data``), then the ``data`` of the types we know. Both raise :class:`RTVIError`, which
@@ -16,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pipeline.ui.protocol import UICancelJobGroupData, UIEventData, UISnapshotData
 from server.rtvi.server_messages import (
@@ -27,9 +29,13 @@ from server.rtvi.server_messages import (
     build,
 )
 
-PROTOCOL_VERSION = "1.4.0"
+# What ``bot-ready`` announces, by the major of the client's announced version.
+SERVED_VERSIONS = {1: "1.4.0", 2: "2.1.0"}
+PROTOCOL_VERSION = SERVED_VERSIONS[1]  # until a client announces 2.x
 LABEL = "rtvi-ai"
-SUPPORTED_MAJORS = (1, 2)
+SUPPORTED_MAJORS = tuple(SERVED_VERSIONS)
+# Keys one ``dtmf`` message may carry (a phone entry is at most 32 keys too).
+MAX_DTMF_KEYS = 32
 
 
 class RTVIError(Exception):
@@ -112,6 +118,25 @@ class FunctionCallResultData(BaseModel):
     result: dict[str, Any] | str
 
 
+class DTMFData(BaseModel):
+    """``dtmf`` (RTVI 2.x): keys pressed on the client's keypad, in order. 2.1 sends them
+    as ``buttons``; 2.0 sent one key per message as ``button``. Which keys exist is the
+    keypad's to say (:mod:`pipeline.turns.keypad`)."""
+
+    button: str | None = None
+    buttons: list[str] | None = Field(default=None, min_length=1, max_length=MAX_DTMF_KEYS)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> DTMFData:
+        if (self.button is None) == (self.buttons is None):
+            raise ValueError("give either buttons (RTVI 2.1) or button (2.0)")
+        return self
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.button] if self.button is not None else list(self.buttons or ())
+
+
 # The client message types we understand, and the model of their ``data``.
 CLIENT_DATA_MODELS: dict[str, type[BaseModel]] = {
     "client-ready": ClientReadyData,
@@ -119,6 +144,7 @@ CLIENT_DATA_MODELS: dict[str, type[BaseModel]] = {
     "send-text": SendTextData,
     "disconnect-bot": DisconnectBotData,
     "llm-function-call-result": FunctionCallResultData,
+    "dtmf": DTMFData,  # 2.x only: the handler refuses it from a 1.x client
     # The UI worker protocol (server/rtvi/ui_worker.py).
     "ui-event": UIEventData,
     "ui-snapshot": UISnapshotData,
@@ -170,14 +196,21 @@ def version_error(version: str | None) -> str | None:
     if version is not None and VERSION.fullmatch(version) is None:
         return (
             f"invalid RTVI version {version[:40]!r}: expected major.minor.patch in "
-            f"ASCII digits, e.g. {PROTOCOL_VERSION}"
+            f"ASCII digits, e.g. {SERVED_VERSIONS[2]}; served as {PROTOCOL_VERSION}"
         )
     if version_major(version) not in SUPPORTED_MAJORS:
         return (
-            f"unsupported RTVI version {version!r}; "
-            f"this server speaks {PROTOCOL_VERSION} (majors 1 and 2)"
+            f"unsupported RTVI version {version!r}; this server speaks "
+            f"{' and '.join(SERVED_VERSIONS.values())} (majors 1 and 2): served as "
+            f"{PROTOCOL_VERSION}"
         )
     return None
+
+
+def served_version(version: str | None) -> str:
+    """The version a client that announced ``version`` is served: the newest of its
+    major, or 1.4.0 when it announced no major we serve."""
+    return SERVED_VERSIONS.get(version_major(version) or 0, PROTOCOL_VERSION)
 
 
 def message(type_: str, data: Any = None, msg_id: str | None = None) -> dict[str, Any]:
@@ -186,8 +219,10 @@ def message(type_: str, data: Any = None, msg_id: str | None = None) -> dict[str
     return build(type_, data, msg_id)
 
 
-def bot_ready(msg_id: str, about: dict[str, Any]) -> dict[str, Any]:
-    return build("bot-ready", BotReadyData(version=PROTOCOL_VERSION, about=about), msg_id)
+def bot_ready(
+    msg_id: str, about: dict[str, Any], version: str = PROTOCOL_VERSION
+) -> dict[str, Any]:
+    return build("bot-ready", BotReadyData(version=version, about=about), msg_id)
 
 
 def error_response(msg_id: str, error: str) -> dict[str, Any]:

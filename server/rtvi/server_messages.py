@@ -6,7 +6,9 @@ message from a model; fields left out when the model was constructed stay off th
 (that is how function-call report levels hide names, arguments and results).
 :func:`validate` checks a received message against the table (the tests run every
 message they get through it). The UI worker protocol's server messages (``ui-command``,
-``ui-job-group``) are in it too, with the models of :mod:`pipeline.ui.protocol`.
+``ui-job-group``) are in it too, with the models of :mod:`pipeline.ui.protocol`. Where
+RTVI 1.x and 2.x differ, both shapes are here (``bot-output``: :class:`BotOutputData`,
+:class:`BotOutputV2Data`); which one a client gets is :mod:`server.rtvi.versions`' call.
 """
 
 from __future__ import annotations
@@ -66,11 +68,35 @@ class TextData(_Data):
 
 
 class BotOutputData(_Data):
-    """What the bot said (``spoken``: its audio played) or sent as text."""
+    """RTVI 1.x ``bot-output``: what the bot said (``spoken``: its audio played) or sent
+    as text."""
 
     text: str
     spoken: bool
     aggregated_by: Literal["sentence", "word"] | str
+
+
+class SpokenProgressData(_Data):
+    """How far playout is into a spoken segment: ``accumulated_text`` (up to and including
+    the word playing) and ``remaining_text``, which together make the segment's text."""
+
+    accumulated_text: str
+    remaining_text: str
+
+
+class BotOutputV2Data(_Data):
+    """RTVI 2.x ``bot-output``: one segment (a sentence) of the bot's output.
+
+    Spoken (``will_be_spoken``): ``new`` as it starts to play, ``in-progress`` as playout
+    reaches each word, ``completed`` once played, all with the same ``segment_id`` and a
+    ``spoken_progress``. Not spoken (a text answer): once, without status or progress."""
+
+    text: str
+    aggregated_by: Literal["sentence"] | str
+    will_be_spoken: bool
+    segment_id: int | None = None
+    spoken_status: Literal["new", "in-progress", "completed"] | None = None
+    spoken_progress: SpokenProgressData | None = None
 
 
 class UserTranscriptionData(_Data):
@@ -200,6 +226,9 @@ _NO_DATA = (
     "user-stopped-speaking",
     "user-mute-started",
     "user-mute-stopped",
+    # RTVI 2.x: the VAD's own start and stop, before turn-taking decides anything.
+    "vad-user-started-speaking",
+    "vad-user-stopped-speaking",
 )
 
 # type → model of ``data`` (None: no data; Any: app-defined).
@@ -214,7 +243,7 @@ SERVER_MESSAGES: dict[str, Any] = {
     "bot-llm-text": TextData,
     "bot-tts-text": TextData,
     "bot-transcription": TextData,
-    "bot-output": BotOutputData,
+    "bot-output": BotOutputData | BotOutputV2Data,  # 1.x | 2.x
     "user-llm-text": TextData,
     "user-transcription": UserTranscriptionData,
     "user-audio-level": AudioLevelData,

@@ -1,12 +1,14 @@
 """What the client's RTVI requests do to one call: ``client-ready`` (who the client is),
-``send-text`` (typed input), ``llm-function-call-result`` (a client-side tool's answer)
-and the UI worker's messages. :class:`server.rtvi.handler.RTVIHandler` validates them and
-calls these; app ``client-message`` handlers still get the session itself."""
+``send-text`` (typed input), ``llm-function-call-result`` (a client-side tool's answer),
+``dtmf`` (keypad presses, as a phone's) and the UI worker's messages.
+:class:`server.rtvi.handler.RTVIHandler` validates them and calls these; app
+``client-message`` handlers still get the session itself."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from pipeline.turns.keypad import DIGITS
 from server.rtvi.protocol import ClientReadyData, FunctionCallResultData, SendTextData
 from server.rtvi.ui_worker import UIWorker
 from server.session.voice import VoiceSession
@@ -52,6 +54,15 @@ class SessionRequests:
     def client_tool_result(self, data: FunctionCallResultData) -> None:
         """Raises ``ClientToolError`` if no such call waits for the client."""
         self._session.voice.client_tool_result(data.tool_call_id, data.function_name, data.result)
+
+    def press_keys(self, keys: list[str]) -> None:
+        """RTVI ``dtmf``: the keys go the way a phone's do (the call's keypad). All are
+        checked first, so a bad one (``ValueError``) presses none."""
+        for key in keys:
+            if key not in DIGITS:
+                raise ValueError(f"not a DTMF key: {key[:8]!r}")
+        for key in keys:
+            self._session.voice.keypad.press(key)
 
     def handle_ui(self, type_: str, msg_id: str, data: Any) -> None:
         """A UI worker protocol message (``ui-snapshot``, ``ui-event``,

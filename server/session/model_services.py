@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
+from pipeline.audio.noise_suppression import RNNoiseLibrary
+from pipeline.hearing.rnnoise import shared_rnnoise
 from pipeline.hearing.silero import SileroModel
 from pipeline.hearing.turn_scorer import TurnScorer
 from pipeline.services.circuit import CircuitBreaker
@@ -43,6 +45,7 @@ class Services:
     embedded: EmbeddedModels | None
     vad: SileroModel
     turn_scorer: TurnScorer | None = None  # the end-of-turn model (adaptive turn end)
+    noise_suppression: RNNoiseLibrary | None = None  # PARLEY_NOISE_SUPPRESSION=rnnoise
     agent: Agent | None = None  # the agent file's (PARLEY_AGENT): every call starts with it
     mcp: MCPTools | None = None  # MCP tool servers, one connection each for every call
     http_tools: HTTPTools | None = None
@@ -163,7 +166,9 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
         mcp = MCPTools(mcp_configs, tools)
     # Loaded (and its file checked) now: a missing model stops the start, not a turn.
     scorer = TurnScorer() if settings.turn_end == "adaptive" else None
-    services = Services(stt, llm, tts, tools, embedded, SileroModel.shared(), scorer)
+    # The same for the noise suppressor: NoiseSuppressionError says how to install it.
+    noise = shared_rnnoise() if settings.noise_suppression == "rnnoise" else None
+    services = Services(stt, llm, tts, tools, embedded, SileroModel.shared(), scorer, noise)
     services.agent, services.mcp, services.http_tools = agent, mcp, http
     return services
 

@@ -7,6 +7,7 @@ reads as the data path and each setting has one place where it takes effect.
 
 from __future__ import annotations
 
+from pipeline.audio.noise_suppression import NoiseSuppressor
 from pipeline.context.budget import ContextBudgetParams
 from pipeline.context.llm_context import LLMContext
 from pipeline.conversation import Conversation
@@ -132,6 +133,14 @@ def new_vad(settings: Settings, services: Services) -> VADAnalyzer:
         pause_secs=settings.vad_pause_secs,
     )
     return VADAnalyzer(params, model=services.vad)
+
+
+def new_noise_suppressor(services: Services) -> NoiseSuppressor | None:
+    """One call's noise suppressor before the VAD (``PARLEY_NOISE_SUPPRESSION``), over the
+    library loaded at start-up; None when off."""
+    if services.noise_suppression is None:
+        return None
+    return NoiseSuppressor(services.noise_suppression)
 
 
 def idle_check_in_params(settings: Settings) -> IdleCheckInParams | None:

@@ -106,7 +106,13 @@ class Session:
         settings, services = env.settings, env.services
         self.ui = UIWorker(settings, self.send, self.spawn, self.rtvi.report, env.ui_event_handlers)
         self.voice = VoiceSession(
-            services, settings, self.outbound, self.send, ui=self.ui, video=self.video
+            services,
+            settings,
+            self.outbound,
+            self.send,
+            ui=self.ui,
+            video=self.video,
+            client_protocol=self.rtvi.client_protocol,  # as client-ready settles it
         )
         self.voice.conversation.events.on_error = self._event_handler_failed
         self.voice.on_fault = self.faults.report

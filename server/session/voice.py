@@ -47,6 +47,7 @@ from server.media.outbound_track import OUT_RATE, PacedAudioTrack
 from server.rtvi.audio import AudioLevelMeter, TTSAudioTap
 from server.rtvi.events import FunctionCallReporting, RTVIEvents
 from server.rtvi.ui_worker import UIWorker
+from server.rtvi.versions import ClientProtocol
 from server.session.model_services import Services
 from server.session.pipeline_params import (
     agent_tools,
@@ -54,6 +55,7 @@ from server.session.pipeline_params import (
     context_budget_params,
     idle_check_in_params,
     new_conversation,
+    new_noise_suppressor,
     new_vad,
 )
 from server.settings import Settings
@@ -78,7 +80,10 @@ class VoiceSession:
         send: Callable[[dict[str, Any]], None],
         ui: UIWorker | None = None,
         video: FrameSource | None = None,
+        client_protocol: ClientProtocol | None = None,
     ) -> None:
+        """``client_protocol``: the RTVI protocol the client is served (its handler's; 1.x
+        if None)."""
         self.settings = settings
         # Ends the call (the session sets it): an idle user who never answered.
         self.on_end_call: Callable[[str], None] | None = None
@@ -94,6 +99,7 @@ class VoiceSession:
         pipeline_output = TTSAudioTap(output, send) if settings.rtvi_bot_tts_audio else output
         self.conversation = new_conversation(self.context, services, settings, pipeline_output)
         output.listener = self.conversation
+        output.on_progress = self.conversation.segment_progress  # word by word (RTVI 2)
         # Every handler below subscribes to the conversation's events in this order, after
         # the conversation's own: the order they hear each event in.
         self.turn_scoring = self._turn_scoring(services, settings)
@@ -103,7 +109,7 @@ class VoiceSession:
                                        streaming=settings.stt_streaming)  # fmt: skip
         self.images, self.vision = self._pictures(settings, video)
         self.tools, self.client_tools = self._tool_calls(settings, tools, ui)
-        self.rtvi = self._rtvi_events(settings, tools, send)
+        self.rtvi = self._rtvi_events(settings, tools, send, client_protocol)
         self._context_limits(services, settings)
         self.typed = self._typed_turns(settings)
         # A phone caller's keys: entries as typed turns (pipeline/turns/keypad.py).
@@ -116,11 +122,11 @@ class VoiceSession:
         self.discards = SpeechLedger(self.conversation.events, lambda: decider.reason)
         conversation = self.conversation
         # Looked up at each call: a test (or a wrapper) may replace the conversation's feed.
-        turns = TurnLogic(lambda event: conversation.feed(event), lambda: conversation.tick(),
+        turns = TurnLogic(self._heard, lambda: conversation.tick(),
                           lambda: conversation.turns.muted)  # fmt: skip
         level = self.user_level.push if self.user_level is not None else None
-        self.hearing = Hearing(self.vad, self.transcriber, turns, self.discards, self.echo,
-                               self.turn_scoring, level)  # fmt: skip
+        hears = (self.vad, self.transcriber, turns, self.discards, self.echo, self.turn_scoring)
+        self.hearing = Hearing(*hears, level, new_noise_suppressor(services))
         self._idle_check: asyncio.Task[None] | None = None
 
     @property
@@ -202,6 +208,7 @@ class VoiceSession:
         settings: Settings,
         tools: ToolRegistry | None,
         send: Callable[[dict[str, Any]], None],
+        client_protocol: ClientProtocol | None,
     ) -> RTVIEvents:
         """The conversation's events, told to the client as RTVI messages."""
         reporting = FunctionCallReporting(
@@ -210,7 +217,8 @@ class VoiceSession:
             tools,
             legacy=settings.rtvi_legacy_function_call,
         )
-        rtvi = RTVIEvents(send, reporting, thoughts=settings.rtvi_bot_llm_thoughts)
+        thoughts = settings.rtvi_bot_llm_thoughts
+        rtvi = RTVIEvents(send, reporting, thoughts=thoughts, client_protocol=client_protocol)
         rtvi.subscribe(self.conversation.events)
         return rtvi
 
@@ -254,6 +262,12 @@ class VoiceSession:
     def push_audio(self, frame: bytes) -> None:
         """16 kHz mono s16 from the transport, about 20 ms a call (pipeline/hearing/)."""
         self.hearing.push_audio(frame)
+
+    def _heard(self, event: Event) -> None:
+        """What hearing tells the conversation; the client hears of the VAD's own start
+        and stop first (RTVI 2), whatever turn-taking or a mute then makes of them."""
+        self.rtvi.vad(event)
+        self.conversation.feed(event)
 
     async def _check_idle_forever(self) -> None:
         while True:

@@ -166,6 +166,13 @@ class TurnSettings(BaseModel):
         description="Cancel the bot's own voice in the user's audio (a speakerphone, a "
         "client without echo cancellation) with WebRTC's AEC3, what was played as reference.",
     )
+    noise_suppression: Literal["off", "rnnoise"] = Field(
+        "off",
+        description="Take steady background noise out of the caller's audio before the "
+        "VAD hears it (after the echo canceller; the STT still hears the audio without it): "
+        "off, or rnnoise (RNNoise from the pyrnnoise package, in a worker thread: about "
+        "17 % of a core per call). The server does not start if rnnoise cannot load.",
+    )
 
     @field_validator("language", mode="before")
     @classmethod
