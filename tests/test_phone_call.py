@@ -300,3 +300,60 @@ async def test_an_agents_keypad_hook_can_end_the_call(
         await caller.press("0")
         await asyncio.wait_for(caller.closed.wait(), 10)
     assert rest.hung_up.count(caller.call_sid) == 1, "ended by the agent: hung up at Twilio"
+
+
+async def answering_call(server: ServerProcess) -> tuple[TwilioCaller, str, float]:
+    """A connected call whose question is being answered: the caller, its session id and
+    when the answer's audio began."""
+    caller = await connected_call(server)
+    await caller.__aenter__()
+    await caller.wait_for(lambda: caller.bot_seconds() > 1.0, within=10)
+    await asyncio.sleep(1.0)
+    asked = caller.say(espeak(QUESTION))
+    await caller.wait_for(lambda: caller.bot_audio_after(asked + 1.5), within=20)
+    answer = caller.bot_audio_after(asked + 1.5) or 0.0
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        listed = (await http.get("/api/sessions")).json()["sessions"]
+    pc_id = next(s["pc_id"] for s in listed if s.get("call_id") == caller.call_sid)
+    return caller, pc_id, answer
+
+
+@pytest.mark.timeout(90)
+async def test_a_backchannel_on_the_phone_does_not_stop_the_answer(
+    served: ServerProcess, stub: OpenAIStub
+) -> None:
+    caller, _, answer = await answering_call(served)
+    try:
+        asked = len(stub.requests("/v1/chat/completions"))
+        await asyncio.sleep(0.8)
+        stub.script_stt("Yeah.")  # what the STT hears of it
+        said = caller.say(espeak("yeah"))
+        await asyncio.sleep(2.0)
+        # The answer went on after the "yeah" (paused at most), and no new one was asked.
+        assert caller.bot_audio_after(said + 1.2) is not None
+        assert len(stub.requests("/v1/chat/completions")) == asked
+        assert answer < said
+    finally:
+        await caller.__aexit__(None, None, None)
+
+
+@pytest.mark.timeout(90)
+async def test_a_caller_who_drops_mid_answer_ends_the_call_with_its_transcript_kept(
+    served: ServerProcess, rest: FakeTwilioRest
+) -> None:
+    caller, pc_id, _ = await answering_call(served)
+    await asyncio.sleep(0.5)
+    assert caller.ws is not None
+    await caller.ws.close()  # no stop: the line just went
+    await caller.__aexit__(None, None, None)
+    async with httpx.AsyncClient(base_url=served.url) as http:
+        for _ in range(50):
+            record = (await http.get(f"/api/sessions/{pc_id}/transcript")).json()
+            if not record["live"]:
+                break
+            await asyncio.sleep(0.1)
+    assert not record["live"] and record["close_reason"] == "the client hung up"
+    turns = [(t["role"], t["text"]) for t in record["turns"]]
+    assert ("user", QUESTION) in turns
+    assert any(role == "assistant" and ANSWER.startswith(text.rstrip(".…")) for role, text in turns)
+    assert caller.call_sid not in rest.hung_up

@@ -78,8 +78,11 @@ function receive(text) {
   else if (type === "user-transcription" && data.final) addLine("user", data.text);
   else if (type === "bot-llm-started") botLine = null;
   else if (type === "bot-output") {
+    // RTVI 2.1: a spoken sentence comes as "new", "in-progress" per word, then "completed";
+    // text that is not spoken comes once, will_be_spoken false. Each sentence shows once.
+    if (data.will_be_spoken && data.spoken_status !== "completed") return;
     botLine ??= addLine("bot", "");
-    botLine.textContent += (data.aggregated_by === "sentence" && botLine.textContent ? " " : "") + data.text;
+    botLine.textContent += (botLine.textContent ? " " : "") + data.text;
   }
 }
 
