@@ -224,8 +224,9 @@ class Conversation:
         self.feed(BotText(text))
 
     def segment_progress(self, text: str, spoken: str) -> None:
-        """Playout reached another word of the segment playing (the output's word timing)."""
-        self.feed(BotTextProgress(text, spoken))
+        """Playout reached another word of the segment playing (the output's word timing):
+        told to observers only, as turn-taking has nothing to learn from it."""
+        self.events.emit(BotTextProgress(text, spoken))
 
     # -- bot turns -------------------------------------------------------------------------------
 

@@ -99,7 +99,8 @@ class VoiceSession:
         pipeline_output = TTSAudioTap(output, send) if settings.rtvi_bot_tts_audio else output
         self.conversation = new_conversation(self.context, services, settings, pipeline_output)
         output.listener = self.conversation
-        output.on_progress = self.conversation.segment_progress  # word by word (RTVI 2)
+        self._protocol = client_protocol
+        output.on_progress = self._word_progress
         # Every handler below subscribes to the conversation's events in this order, after
         # the conversation's own: the order they hear each event in.
         self.turn_scoring = self._turn_scoring(services, settings)
@@ -262,6 +263,12 @@ class VoiceSession:
     def push_audio(self, frame: bytes) -> None:
         """16 kHz mono s16 from the transport, about 20 ms a call (pipeline/hearing/)."""
         self.hearing.push_audio(frame)
+
+    def _word_progress(self, text: str, spoken: str) -> None:
+        # Word by word, for RTVI 2 clients only: nobody else reads it, and the playout
+        # loop that calls this must stay light.
+        if self._protocol is not None and self._protocol.major >= 2:
+            self.conversation.segment_progress(text, spoken)
 
     def _heard(self, event: Event) -> None:
         """What hearing tells the conversation; the client hears of the VAD's own start
