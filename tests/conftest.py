@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import wave
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -98,6 +99,18 @@ async def pair(server: ServerProcess) -> AsyncIterator[tuple[RTCTestClient, RTCT
 @pytest.fixture(scope="session")
 def audio_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("audio")
+
+
+@pytest.fixture(scope="session")
+def silence_wav(audio_dir: Path) -> Path:
+    """A second of silence, 48 kHz mono: a browser's fake microphone that says nothing."""
+    path = audio_dir / "silence.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48000)
+        out.writeframes(b"\0\0" * 48000)
+    return path
 
 
 @pytest.fixture(scope="session")

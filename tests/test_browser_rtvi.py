@@ -5,7 +5,6 @@ the conversation. Every model is the OpenAI-compatible stub: no model is loaded.
 
 from __future__ import annotations
 
-import wave
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,17 +18,6 @@ from testkit.server_process import ServerProcess
 pytestmark = pytest.mark.e2e
 
 ANSWER = "Here is the answer you asked for. It comes in two sentences, spoken slowly."
-
-
-@pytest.fixture(scope="module")
-def silence_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("mic") / "silence.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48000)
-        out.writeframes(b"\0\0" * 48000)
-    return path
 
 
 @pytest.fixture(scope="module")

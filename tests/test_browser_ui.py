@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import time
-import wave
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,17 +22,6 @@ from testkit.openai_stub import ChatReply, OpenAIStub, ToolCall
 from testkit.server_process import ServerProcess
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def silence_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("mic") / "silence.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48000)
-        out.writeframes(b"\0\0" * 48000)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import wave
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -329,17 +328,6 @@ async def test_page_client_tool_round_trip_and_a_toast_from_a_server_tool(
         "title": "Reserved",
         "description": f"Brompton C Line Explore, at downtown, reference {reserved['reference']}",
     }
-
-
-@pytest.fixture(scope="module")
-def silence_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("mic") / "silence.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48000)
-        out.writeframes(b"\0\0" * 48000)
-    return path
 
 
 @pytest.mark.e2e
