@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import wave
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -33,6 +34,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             "these tests start a server (start_server) but are not marked e2e "
             "(add pytestmark = pytest.mark.e2e or @pytest.mark.e2e):\n  " + "\n  ".join(unmarked)
         )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every module imported and every test collected: those objects live as long as the
+    run, so the collector stops walking them. A full collection of the whole suite's heap
+    stalls the test process's event loop, and with it a real-time client's microphone (an
+    echo that comes back late is an echo the canceller cannot match)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session", autouse=True)
