@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 export PIP_NO_INPUT := 1
 
-.PHONY: run test test-fast container-test scale-test install install-dev test-tools lint format clean
+.PHONY: run test test-fast container-test scale-test scale-test-postgres install install-dev test-tools lint format clean
 
 # Binds 127.0.0.1 (an open server is for this machine only): `PARLEY_HOST=0.0.0.0 make run`
 # serves the network, and then wants PARLEY_API_KEYS (see docs/security.md).
@@ -75,6 +75,11 @@ container-test: $(VENV)/.dev
 # minute; see deploy/scale_test.py).
 scale-test: $(VENV)/.dev test-tools
 	$(PY) -m deploy.scale_test
+
+# The same with both replicas on one throwaway PostgreSQL (its binaries from Debian's
+# packages), and the history through HAProxy listing both replicas' calls.
+scale-test-postgres: $(VENV)/.dev test-tools
+	$(PY) -m deploy.scale_test --postgres
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -17,9 +17,15 @@ them all at the end, also on failure. Through HAProxy, it checks that:
 4. SIGKILL on r2: requests for its sessions get HAProxy's 503 at once, and its clients
    reconnect on r1.
 
+With ``--postgres`` (``make scale-test-postgres``) both replicas keep their transcripts in
+one throwaway PostgreSQL (``testkit.postgres_server``) instead of a SQLite file each, and:
+
+5. through HAProxy, whichever replica answers, ``GET /api/history`` pages through every
+   call of both replicas (the replacement r1 closed only r1's records at its start).
+
 Prints each check; exits 1 on the first that fails (with the logs' tails), 0 when all hold.
 
-    .venv/bin/python -m deploy.scale_test [--keep]
+    .venv/bin/python -m deploy.scale_test [--keep] [--postgres]
 """
 
 from __future__ import annotations
@@ -28,12 +34,18 @@ import argparse
 import asyncio
 import json
 import shutil
+import signal
 import sys
 import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+from types import FrameType
+
+import httpx
 
 from deploy.scale_calls import (
     Call,
@@ -51,6 +63,7 @@ from deploy.scale_calls import (
 )  # fmt: skip
 from testkit.haproxy import CONFIG, HAProxyProcess
 from testkit.openai_stub import OpenAIStub
+from testkit.postgres_server import PostgresServer
 from testkit.replicas import Cluster, kill_on_signals
 from testkit.speech import make_speech
 
@@ -103,7 +116,8 @@ def audit_log(haproxy: HAProxyProcess, calls: list[Call], replicas: set[str]) ->
     ids = {i for c in calls for i in c.ids()}
     by_path = by_body = 0
     for r in haproxy.requests():
-        named = [i for i in ids if i in r.path]
+        # In the path, not the query: the history's before_id cursor names no session.
+        named = [i for i in ids if i in r.path.split("?", 1)[0]]
         for an_id in named:
             check(r.owner == owner(an_id), f"{r.method} {r.path}: owner read as {r.owner}")
         if r.path == "/api/offer" and r.method == "PATCH":
@@ -225,7 +239,29 @@ async def kill(cluster: Cluster, calls: list[Call]) -> list[Call]:
     return [c for c in calls if c not in victims] + again
 
 
-async def scenario(cluster: Cluster) -> None:
+async def shared_history(cluster: Cluster, calls: list[Call]) -> None:
+    print("5. one PostgreSQL: the history through HAProxy lists both replicas' calls")
+    seen: list[str] = []
+    params: dict[str, str | int] = {"limit": 5}
+    async with httpx.AsyncClient(base_url=cluster.url, timeout=10) as http:
+        while True:
+            response = await http.get("/api/history", params=params)
+            check(response.status_code == 200, f"GET /api/history: {response.status_code}")
+            page = response.json()
+            check(page["storage"] == "postgres", f"history from {page['storage']}")
+            seen += [s["id"] for s in page["sessions"]]
+            if page["next_before"] is None:
+                break
+            params = {"limit": 5, "before": page["next_before"],
+                      "before_id": page["next_before_id"]}  # fmt: skip
+    missing = {c.pc_id for c in calls} - set(seen)
+    check(not missing, f"calls missing from the shared history: {sorted(missing)}")
+    check(len(seen) == len(set(seen)), "a call listed twice across pages")
+    by_replica = dict(sorted(Counter(owner(pc_id) for pc_id in seen).items()))
+    ok(f"{len(seen)} calls in pages of 5 ({by_replica}), every one made, none twice")
+
+
+async def scenario(cluster: Cluster, postgres: bool = False) -> None:
     calls: list[Call] = []
     everyone: list[Call] = []
     try:
@@ -237,8 +273,10 @@ async def scenario(cluster: Cluster) -> None:
         calls, everyone = calls + fresh, everyone + fresh
         calls = await kill(cluster, calls)
         everyone += calls
+        if postgres:
+            await shared_history(cluster, everyone)
         assert cluster.haproxy is not None
-        print("5. the whole HAProxy log")
+        print(f"{6 if postgres else 5}. the whole HAProxy log")
         ok(audit_log(cluster.haproxy, everyone, set(cluster.replicas)))
     finally:
         await close_all(everyone + calls)
@@ -254,10 +292,10 @@ def tails(cluster: Cluster, lines: int = 25) -> None:
         print("\n".join(text.splitlines()[-lines:]))
 
 
-def run(cluster: Cluster) -> bool:
+def run(cluster: Cluster, postgres: bool = False) -> bool:
     """The scenario, bounded in time; whether every check held."""
     try:
-        asyncio.run(asyncio.wait_for(scenario(cluster), TIMEOUT))
+        asyncio.run(asyncio.wait_for(scenario(cluster, postgres), TIMEOUT))
         return True
     except Exception as exc:
         if not isinstance(exc, Failure):
@@ -271,19 +309,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keep", action="store_true", help="keep the logs' folder")
     parser.add_argument("--config", type=Path, default=CONFIG, help="HAProxy's configuration")
+    parser.add_argument("--postgres", action="store_true", help="one PostgreSQL for both")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="parley-scale-"))
     started = time.monotonic()
     make_speech(folder, "question", "What is two plus two?", before=0.3, after=0.5)
     failed = True
     try:
-        with OpenAIStub() as stub:
+        with ExitStack() as stack, OpenAIStub() as stub:
+            env = dict(ENV)
+            if args.postgres:
+                env |= shared_database(stack)
             stub.config.transcript, stub.config.default_text = "what is two plus two", "Four."
-            cluster = Cluster(stub, folder, ENV, config=args.config)
+            cluster = Cluster(stub, folder, env, config=args.config)
             kill_on_signals(cluster)
+            if args.postgres:
+                stack.callback(remove_on_signals(stack))
             with cluster:
-                print(f"r1, r2 and HAProxy on 127.0.0.1 ({time.monotonic() - started:.1f} s)")
-                failed = not run(cluster)
+                where = " on one PostgreSQL" if args.postgres else ""
+                print(f"r1, r2{where} and HAProxy on 127.0.0.1 "
+                      f"({time.monotonic() - started:.1f} s)")  # fmt: skip
+                failed = not run(cluster, args.postgres)
     finally:
         if failed or args.keep:
             print(f"\nlogs: {folder}")
@@ -292,6 +338,35 @@ def main() -> int:
     if not failed:
         print(f"scale test passed in {time.monotonic() - started:.0f} s")
     return 1 if failed else 0
+
+
+def shared_database(stack: ExitStack) -> dict[str, str]:
+    """A throwaway PostgreSQL, removed with ``stack``; the replicas' settings for it."""
+    database = PostgresServer().start()
+    stack.callback(database.remove)
+    print(f"PostgreSQL on 127.0.0.1:{database.port} ({database.folder})")
+    url = database.create_database("parley")
+    return {"PARLEY_STORAGE": "postgres", "PARLEY_DATABASE_URL": url}
+
+
+def remove_on_signals(stack: ExitStack) -> Callable[[], None]:
+    """Also remove the database when a signal ends the run (``kill_on_signals`` exits at
+    once, without unwinding): its handlers first close ``stack``. Returns the undo."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stack.close()
+        chained = previous[signal.Signals(signum)]
+        if callable(chained):
+            chained(signum, frame)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    return restore
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from server.session.registry import SessionRegistry
 from server.session.shutdown import ShutdownHook
 from server.settings import Settings, get_settings
 from server.settings.agent_file import load_agent
-from server.storage.store import TranscriptStore
+from server.storage.store import StorageError, TranscriptStore
 
 
 def find_static_dir(configured: Path | None) -> Path | None:
@@ -114,6 +114,13 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     return _error(500, "internal server error")
 
 
+async def _storage_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """A read while the transcript database is out of reach (storage=postgres): 503, come
+    back later; the reason (which names the database) goes to the log only."""
+    logger.warning("{} {}: {}", request.method, request.url.path, exc)
+    return _error(503, "transcript storage unavailable", headers={"Retry-After": "5"})
+
+
 def _models_loaded(services: Services, preloading: bool) -> None:
     """Readiness check: every model in use is loaded (unless they load on first use)."""
     if preloading and not services.ready:
@@ -173,6 +180,7 @@ def create_app(settings: Settings | None = None, agent: Agent | None = None) -> 
     app.state.tools = ToolRegistry()
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StorageError, _storage_unavailable)
     app.add_exception_handler(Exception, _unexpected_error)
     app.state.readiness = _readiness(app, settings)
     app.state.shutdown_hooks = shutdown_hooks
@@ -202,7 +210,10 @@ def _readiness(app: FastAPI, settings: Settings) -> Readiness:
     readiness = Readiness()
     readiness.add("models", lambda: _models_loaded(app.state.services, settings.preload_models))
     readiness.add("accepting", lambda: _accepting(app.state.registry))
-    readiness.add("storage", lambda: _storage_writable(app.state.store))
+    # A shared database (postgres) down is down for every replica: failing /ready would take
+    # them all out of the balancer, while calls run on and their writes wait to be retried.
+    shared = settings.storage == "postgres"
+    readiness.add("storage", lambda: _storage_writable(app.state.store), advisory=shared)
     readiness.add("tools", lambda: _tool_sources_up(app.state.services), advisory=True)
     return readiness
 
