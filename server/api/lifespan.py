@@ -24,12 +24,14 @@ from pipeline.task_cancel import cancel_and_wait
 from pipeline.tools.agent import Agent
 from server import __version__
 from server.ops.metrics import ServerMetrics
+from server.ops.tracing import start_tracing
 from server.session.model_services import Services, build_services
 from server.session.pipeline_params import warm_first_turn
 from server.session.registry import SessionRegistry
 from server.session.shutdown import Drain, ShutdownHook, run_shutdown_hooks
 from server.settings import Settings
 from server.storage.backends import open_store
+from server.storage.recordings import RecordingDirectory
 from server.storage.retention import keep_purging, purge_expired
 from server.storage.store import StorageError, TranscriptStore
 
@@ -45,8 +47,10 @@ def lifespan(
     @contextlib.asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
         store = await _open_store(settings)
+        recordings = app.state.recordings = RecordingDirectory.of(settings)
+        days = settings.transcript_retention_days
         purger = asyncio.create_task(
-            keep_purging(store, settings.transcript_retention_days), name="purge-transcripts"
+            keep_purging(store, days, recordings), name="purge-transcripts"
         )
         app.state.store = store
         services = build_services(settings, agent)
@@ -62,6 +66,9 @@ def lifespan(
         app.state.drain = Drain(registry, settings.shutdown_grace_seconds)
         metrics: ServerMetrics = app.state.metrics
         metrics.attach(registry, lambda: services.ready, services.turn_scorer)
+        tracing = app.state.tracing = start_tracing(settings.trace_text)  # None: OTEL_* unset
+        if tracing is not None:
+            registry.listeners.append(tracing)
         watcher = asyncio.create_task(registry.watch_liveness(), name="liveness")
         lag = asyncio.create_task(metrics.lag_monitor.run(), name="loop-lag")
         loading = asyncio.create_task(_load_models(services, settings), name="load-models")
@@ -76,6 +83,8 @@ def lifespan(
             registry.draining = True
             await cancel_and_wait([watcher, loading, purger, lag])
             await registry.close_all("server shutdown", error="the server is shutting down")
+            if tracing is not None:  # the calls' last spans, exported
+                await asyncio.to_thread(tracing.shutdown)
             await run_shutdown_hooks(shutdown_hooks)
             await store.close()  # after the sessions: their last turns and ends are written
             await services.aclose()
@@ -92,7 +101,7 @@ async def _open_store(settings: Settings) -> TranscriptStore:
     except StorageError as exc:
         logger.error("{}", exc)
         raise
-    await purge_expired(store, settings.transcript_retention_days)
+    await purge_expired(store, settings.transcript_retention_days, RecordingDirectory.of(settings))
     return store
 
 

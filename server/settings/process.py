@@ -34,6 +34,14 @@ class ProcessSettings(BaseModel):
         description="Log one JSON object per line (time, level, message, logger, session, "
         "...) instead of text; uvicorn's and aiortc's lines too.",
     )
+    trace_text: bool = Field(
+        False,
+        description="Put what was said (the user's and the bot's words, tools' arguments and "
+        "results) in the OpenTelemetry spans' attributes. Off by default: transcripts are "
+        "personal data, and a tracing backend is rarely where they are meant to be kept. "
+        "Tracing itself is on only when OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) "
+        "is set.",
+    )
     shutdown_grace_seconds: float = Field(
         8.0,
         ge=0,
