@@ -222,6 +222,9 @@ class Target:
         self.client = SimpleNamespace()
         self.record = None
 
+    def greet(self) -> None:
+        """What the session does at client-ready (a recording notice, the greeting)."""
+
 
 class Session:
     def __init__(self) -> None:

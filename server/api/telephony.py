@@ -168,7 +168,7 @@ async def phone_stream(websocket: WebSocket) -> None:
                     "stream_id": started.stream_id, "parameters": parameters}  # fmt: skip
 
     def greet(session: Session) -> None:
-        session.voice.client_ready()  # a phone has no client-ready: the call is connected
+        session.greet()  # a phone has no client-ready: the call is connected
 
     await serve_call(
         websocket,

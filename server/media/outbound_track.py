@@ -113,6 +113,9 @@ class PacedAudioTrack(MediaStreamTrack):
         # Bytes of queued audio the far end has played, where it says (a phone provider's
         # marks); None: what was sent is what was heard (WebRTC plays on arrival).
         self.played_position: Callable[[], int] | None = None
+        # Told every frame recv_pcm returns, silence included: the bot as the caller
+        # heard it, for the call recording (server/storage/recording.py).
+        self.on_frame_out: Callable[[bytes], None] | None = None
 
     @property
     def sent_position(self) -> int:
@@ -258,6 +261,12 @@ class PacedAudioTrack(MediaStreamTrack):
 
     async def recv_pcm(self) -> bytes:
         """The next 20 ms of 48 kHz mono s16, when it is due (silence if nothing is queued)."""
+        pcm = await self._due_pcm()
+        if self.on_frame_out is not None:
+            self._tell(self.on_frame_out, pcm)
+        return pcm
+
+    async def _due_pcm(self) -> bytes:
         if self.readyState != "live":
             raise MediaStreamError
         now = time.monotonic()

@@ -120,6 +120,11 @@ class AgentCall:
         if text.strip():
             self._speak(text)
 
+    def announce(self, text: str, then: Callable[[], None]) -> None:
+        """Speak ``text`` before anything else the call says (a recording notice), then
+        run ``then`` (the greeting) once it has been heard."""
+        self._speak(text, then)
+
     def _speak(self, text: str | None, then: Callable[[], None] | None = None) -> None:
         """Queue ``text`` (None: nothing) to be spoken once the bot is quiet, then run
         ``then``: a bot turn is never cut, and the agent's lines keep their order."""

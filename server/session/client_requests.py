@@ -25,6 +25,8 @@ class RequestTarget(Protocol):
     voice: VoiceSession
     ui: UIWorker
 
+    def greet(self) -> None: ...
+
 
 class SessionRequests:
     """Serves the client's requests on the session's voice pipeline and UI worker."""
@@ -41,7 +43,7 @@ class SessionRequests:
             client.platform = ready.about.platform
         if self._session.record is not None:
             self._session.record.client_updated(client)
-        self._session.voice.client_ready()
+        self._session.greet()
 
     def send_text(self, data: SendTextData) -> None:
         options = data.options

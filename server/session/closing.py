@@ -24,6 +24,7 @@ from server.session.state import SessionState
 from server.session.tasks import SessionTasks
 from server.session.voice import VoiceSession
 from server.storage.recorder import SessionRecorder
+from server.storage.recording import CallRecording
 from server.transports.base import CallTransport
 
 # How long each closing step (the pipeline, the tasks, the peer connection) may take.
@@ -45,6 +46,7 @@ class ClosingSession(Protocol):
     system_log: SystemLogForwarder | None
     outbound: PacedAudioTrack
     record: SessionRecorder | None
+    recording: CallRecording | None
     closed: asyncio.Event
 
 
@@ -107,6 +109,8 @@ class SessionCloser:
                 self._call("closing the system log", session.system_log.close)
             self._call("stopping the outbound track", session.outbound.stop)
             await self._step("closing the transport", session.transport.close())
+            if session.recording is not None:  # its last seconds written, the file whole
+                await self._step("finishing the recording", session.recording.close())
         finally:
             # Whatever failed above (or a cancellation): the session ends closed, its end
             # recorded, and out of the registry, so its slot is free.
@@ -117,6 +121,8 @@ class SessionCloser:
         session.state = SessionState.CLOSED
         if session.record is not None:
             self._call("recording the end", session.record.close, reason)
+        if session.recording is not None:  # if a step above failed: it finishes on its own
+            self._call("stopping the recording", session.recording.stop)
         session.closed.set()
         if self._on_closed is not None:
             self._call("leaving the registry", self._on_closed)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from aiortc import RTCSessionDescription
 from loguru import logger
 
+from server.media.outbound_track import OUT_RATE
 from server.rtvi import protocol
 from server.rtvi.handler import RTVIHandler
 from server.rtvi.protocol import RTVIError
@@ -35,6 +36,8 @@ from server.session.state import SessionState
 from server.session.tasks import SessionTasks
 from server.session.voice import VoiceSession
 from server.storage.recorder import SessionRecorder
+from server.storage.recording import CallRecording
+from server.storage.recordings import RecordingDirectory
 from server.transports.base import CallTransport, TransportFactory, TransportHooks
 from server.transports.webrtc import OfferError, WebRTCTransport
 
@@ -74,6 +77,7 @@ class Session:
         self._connect(env, transport)
         self._start_pipeline(env)
         self.record = self._recorder(env)
+        self.recording = self._recording(env)
         if env.settings.max_session_seconds > 0:
             self.spawn(self.closer.expire_after(env.settings.max_session_seconds), "max-duration")
 
@@ -141,6 +145,18 @@ class Session:
         self.rtvi.error_listeners.append(lambda exc: record.rejected(exc.reason, exc.error))
         return record
 
+    def _recording(self, env: SessionEnv) -> CallRecording | None:
+        """The call's recording (``PARLEY_RECORDING``): the caller as heard, the bot as the
+        track plays it."""
+        self._recording_notice = ""
+        path = RecordingDirectory.of(env.settings).path(self.pc_id)
+        if not env.settings.recording or path is None:
+            return None
+        self._recording_notice = env.settings.recording_notice.strip()
+        recording = CallRecording(path, bot_rate=OUT_RATE)
+        self.outbound.on_frame_out = recording.bot
+        return recording
+
     # -- negotiation --------------------------------------------------------------
 
     @property
@@ -175,6 +191,8 @@ class Session:
             return  # frames still in flight while the pipeline shuts down
         self.last_activity = time.monotonic()
         self.audio_frames_in += 1
+        if self.recording is not None:
+            self.recording.user(frame)
         self.voice.push_audio(frame)
 
     def _event_handler_failed(self, exc: Exception, event: Any) -> None:
@@ -191,6 +209,14 @@ class Session:
             self.voice.keypad.press(digit)
         except Exception as exc:  # one key must not end the call's receive loop
             self.faults.report("keypad", exc)
+
+    def greet(self) -> None:
+        """The client can hear us: the recording notice (``PARLEY_RECORDING_NOTICE``, when
+        the call is recorded), then the greeting."""
+        if self.recording is not None and self._recording_notice:
+            self.agent_call.announce(self._recording_notice, self.voice.client_ready)
+        else:
+            self.voice.client_ready()
 
     def _on_rtvi(self, raw: Any) -> None:
         with session_context(self.pc_id):
