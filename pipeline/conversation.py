@@ -51,7 +51,7 @@ from pipeline.reply.bot_turn import BotTurn, turn_error
 from pipeline.reply.playout_pacing import AudioOutput
 from pipeline.reply.preemptive import PreemptiveReplies, foreseen
 from pipeline.reply.turn_completion import Reprompt, TurnCompletionFilter
-from pipeline.services.llm import FixedText, LLMService
+from pipeline.services.llm import FixedText, LLMService, SpeakingLLM, speaks
 from pipeline.services.tts import TTSService
 from pipeline.session_metrics import SessionMetrics
 from pipeline.task_cancel import cancel_and_wait
@@ -105,7 +105,7 @@ class Conversation:
         self._turn: asyncio.Task[None] | None = None
         self._voiced: asyncio.Task[None] | None = None  # the last turn whose audio played
         self.replies: PreemptiveReplies | None = None
-        if params.preemptive and output is not None and tts is not None:
+        if params.preemptive and output is not None and (tts is not None or speaks(llm)):
             self.replies = PreemptiveReplies(self._launch_held, self.feed, output)
         self._onset = 0.0  # of the user's latest speech
         self.barge_in = BargeIn(
@@ -245,7 +245,9 @@ class Conversation:
         """Speak ``text`` as the bot (a greeting): the same path as an answer, minus the LLM."""
         if self.bot_active:
             return
-        self._start_turn(FixedText(text), completion=None, audio=True)
+        # A model that speaks itself says it in its own voice (there may be no TTS).
+        fixed = self.llm.fixed(text) if isinstance(self.llm, SpeakingLLM) else FixedText(text)
+        self._start_turn(fixed, completion=None, audio=True)
 
     def _on_run_requested(self, event: LLMRunRequested) -> None:
         if self._turn is not None and not self._turn.done():

@@ -30,6 +30,7 @@ from pipeline.audio.noise_suppression import LATENCY, NoiseSuppressor
 from pipeline.events import AudioIdle, Event, SpeechStarted, SpeechStopped
 from pipeline.hearing.denoising import Denoising
 from pipeline.hearing.discards import SpeechLedger
+from pipeline.hearing.realtime_input import RealtimeInput
 from pipeline.hearing.rejoin import FalseStartRejoin
 from pipeline.hearing.transcriber import Transcriber
 from pipeline.hearing.turn_scorer import TurnScoring
@@ -52,7 +53,7 @@ class Hearing:
     def __init__(
         self,
         vad: VADAnalyzer,
-        transcriber: Transcriber,
+        transcriber: Transcriber | RealtimeInput,
         turns: TurnLogic,
         discards: SpeechLedger,
         echo: EchoCanceller | None = None,

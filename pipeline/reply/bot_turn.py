@@ -37,6 +37,11 @@ calls asks with ``tool_choice="none"``: the model must answer from what it has. 
 model can call the same tool again after each result (seen: the embedded Qwen calling
 get_weather twenty times for one question); without a bound, one question would hold
 the LLM, and the caller, for as long as the call lasts.
+
+A model that answers in speech itself (a speech-to-speech model,
+:class:`~pipeline.services.llm.SpeakingLLM`) has no TTS after it: its audio goes straight
+to the output with its transcript's words (:mod:`pipeline.reply.spoken_audio`), and a cut
+turn tells the model how much of the answer the user heard.
 """
 
 from __future__ import annotations
@@ -72,18 +77,21 @@ from pipeline.events import (
 from pipeline.messages import Usage
 from pipeline.reply.playout_pacing import DEFAULT_TTS_AHEAD, AudioOutput, PlayoutPacer
 from pipeline.reply.sentences import SentenceAggregator
+from pipeline.reply.spoken_audio import SpokenAudio
 from pipeline.reply.turn_completion import (
     TurnCompletionConfig,
     TurnCompletionFilter,
     with_instructions,
 )
 from pipeline.services.llm import (
+    AudioDelta,
     LLMChunk,
     LLMService,
     ReasoningDelta,
     TextDelta,
     ToolCallRequest,
     UsageReport,
+    speaks,
 )
 from pipeline.services.tts import TTSService
 
@@ -153,9 +161,27 @@ class BotTurn:
         self.usage = Usage()
         self._stream: object = None
         self._thought_chars: int | None = None  # characters of the thought going on, if one
+        # A model that answers in speech: its audio straight to the output, no TTS.
+        self._spoken: SpokenAudio | None = None
+        if speaks(llm) and output is not None:
+            self.tts = None
+            self._spoken = SpokenAudio(output)
 
     async def run(self) -> None:
         self._emit(LLMResponseStarted())
+        try:
+            await self._answer()
+        except asyncio.CancelledError:
+            if self._spoken is not None:  # cut: the model learns what the user heard
+                heard = getattr(self.llm, "heard", None)
+                if heard is not None:
+                    heard(self._stream, self._spoken.heard())
+                if self._spoken.started:
+                    self._emit(TTSStopped())
+            raise
+        self._emit(BotResponseEnded())
+
+    async def _answer(self) -> None:
         try:
             if self.tts is None:
                 await self._generate(None)
@@ -167,9 +193,12 @@ class BotTurn:
         except Exception as exc:  # a task group's failures arrive as an ExceptionGroup
             self._failed(turn_error(exc))
             self._llm_ended()  # a TTS failure cancelled the LLM: the client still hears so
-        if self.tts is not None:
+        if self._spoken is not None:
+            self._spoken.finish()
+            if self._spoken.started:
+                self._emit(TTSStopped())
+        if self.tts is not None or self._spoken is not None:
             await self._played_out()
-        self._emit(BotResponseEnded())
 
     def _llm_ended(self) -> None:
         if not self._llm_done:
@@ -254,6 +283,11 @@ class BotTurn:
         elif isinstance(chunk, ToolCallRequest):
             self._thought_ended()
             self.tool_calls.append(chunk)
+        elif isinstance(chunk, AudioDelta):
+            if self._spoken is not None:
+                if not self._spoken.started:
+                    self._emit(TTSStarted())
+                self._spoken.audio(chunk.pcm, chunk.sample_rate)
         elif isinstance(chunk, UsageReport):
             self.context.add_usage(chunk.usage)
             self.usage = self.usage + chunk.usage
@@ -295,6 +329,9 @@ class BotTurn:
         if not text:
             return
         self._emit(LLMText(text))
+        if self._spoken is not None:
+            self._spoken.text(text)
+            return
         if sentences is None:
             self._emit(BotText(text, spoken=False, includes_spaces=True))
             return

@@ -65,9 +65,15 @@ class PlayoutPacer:
     ``ahead`` is the most seconds synthesized ahead of playout; 0 means no limit (audio
     is written as it comes, unmarked)."""
 
-    def __init__(self, output: AudioOutput, ahead: float = DEFAULT_TTS_AHEAD) -> None:
+    def __init__(
+        self,
+        output: AudioOutput,
+        ahead: float = DEFAULT_TTS_AHEAD,
+        slice_seconds: float = SLICE_SECONDS,
+    ) -> None:
         self.output = output
         self.ahead = ahead
+        self.slice_seconds = slice_seconds
         self.unplayed = 0.0  # seconds written whose marks have not fired
         self._played = asyncio.Event()
 
@@ -77,7 +83,7 @@ class PlayoutPacer:
             self.output.write(pcm, sample_rate, text)
             return
         samples = pcm if isinstance(pcm, np.ndarray) else np.frombuffer(pcm, dtype=np.int16)
-        step = max(1, round(SLICE_SECONDS * sample_rate))
+        step = max(1, round(self.slice_seconds * sample_rate))
         for start in range(0, samples.size, step):
             piece = samples[start : start + step]
             self.output.write(piece, sample_rate, text if start == 0 else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pipeline.messages import Usage
 from pipeline.services.closable import ClosableStream
@@ -33,12 +33,21 @@ class ToolCallRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class AudioDelta:
+    """Spoken audio from a model that answers in speech (a speech-to-speech model):
+    mono int16 PCM at ``sample_rate``. Its transcript comes as :class:`TextDelta`."""
+
+    pcm: bytes
+    sample_rate: int
+
+
+@dataclass(frozen=True, slots=True)
 class UsageReport:
     usage: Usage
     reasoning_tokens: int = 0  # of ``usage.output_tokens``, when the endpoint says
 
 
-LLMChunk = TextDelta | ReasoningDelta | ToolCallRequest | UsageReport
+LLMChunk = TextDelta | ReasoningDelta | ToolCallRequest | UsageReport | AudioDelta
 
 
 class LLMStream:
@@ -122,3 +131,24 @@ class FixedText:
         self, messages: list[dict[str, Any]], tools: Any = None, tool_choice: Any = None
     ) -> AsyncGenerator[LLMChunk, None]:
         yield TextDelta(self.text)
+
+
+@runtime_checkable
+class SpeakingLLM(Protocol):
+    """An LLM that answers in speech (:class:`AudioDelta`), with no TTS after it: a
+    speech-to-speech model. Its streams' audio is written straight to the output."""
+
+    speaks: bool
+
+    def heard(self, stream: object, seconds: float) -> None:
+        """``stream``'s answer was cut after the user heard ``seconds`` of its audio."""
+        ...
+
+    def fixed(self, text: str) -> LLMService:
+        """A stand-in that speaks ``text`` in this model's voice (a greeting)."""
+        ...
+
+
+def speaks(llm: object) -> bool:
+    """Whether ``llm`` answers in speech itself."""
+    return bool(getattr(llm, "speaks", False))

@@ -11,6 +11,7 @@ from pipeline.audio.noise_suppression import RNNoiseLibrary
 from pipeline.hearing.rnnoise import shared_rnnoise
 from pipeline.hearing.silero import SileroModel
 from pipeline.hearing.turn_scorer import TurnScorer
+from pipeline.realtime.service import RealtimeConfig, RealtimeModels
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.embedded import EmbeddedModels
 from pipeline.services.llm import LLMService
@@ -221,6 +222,8 @@ def _stt(settings: Settings, embedded: EmbeddedModels | None) -> STTService:
 def _llm(settings: Settings, embedded: EmbeddedModels | None) -> LLMService:
     if settings.provider("llm") == "local":
         return LocalLLM(embedded, max_tokens=settings.llm_token_limit() or 80)
+    if settings.provider("llm") == "realtime":
+        return _realtime(settings)
     return OpenAILLM(
         settings.llm_model,
         base_url=settings.openai_base_url,
@@ -232,6 +235,19 @@ def _llm(settings: Settings, embedded: EmbeddedModels | None) -> LLMService:
         breaker=_breaker(settings, "llm"),
         thoughts_in_context=settings.llm_thoughts_in_context,
     )
+
+
+def _realtime(settings: Settings) -> RealtimeModels:
+    key = settings.realtime_api_key
+    config = RealtimeConfig(
+        base_url=settings.realtime_base_url,
+        model=settings.realtime_model,
+        voice=settings.realtime_voice,
+        api_key=key.get_secret_value() if key else settings.openai_api_key,
+        dialect=settings.realtime_dialect,
+        timeout=settings.realtime_timeout,
+    )
+    return RealtimeModels(config, _breaker(settings, "llm"))
 
 
 def _tts(settings: Settings, embedded: EmbeddedModels | None) -> TTSService:

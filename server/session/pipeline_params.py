@@ -15,7 +15,9 @@ from pipeline.conversation_params import ConversationParams
 from pipeline.hearing.vad import VADAnalyzer, VADParams
 from pipeline.interruptions.barge_in import PausableOutput
 from pipeline.interruptions.judge import InterruptionParams
+from pipeline.realtime.service import RealtimeLLM, RealtimeModels
 from pipeline.reply.turn_completion import TurnCompletionConfig
+from pipeline.services.llm import LLMService
 from pipeline.session_metrics import Prices
 from pipeline.tools.call_tools import CallTools
 from pipeline.tools.registry import ToolRegistry
@@ -97,9 +99,14 @@ async def warm_first_turn(services: Services, settings: Settings) -> None:
 
 
 def new_conversation(
-    context: LLMContext, services: Services, settings: Settings, output: PausableOutput
+    context: LLMContext,
+    services: Services,
+    settings: Settings,
+    output: PausableOutput,
+    llm: LLMService | None = None,
 ) -> Conversation:
-    """The conversation (turn-taking, barge-in, bot turns) the settings ask for."""
+    """The conversation (turn-taking, barge-in, bot turns) the settings ask for; ``llm``:
+    the call's own model (a speech-to-speech connection), else the shared one."""
     adaptive = settings.turn_end == "adaptive"
     params = ConversationParams(
         turn_params=turn_params(settings),
@@ -121,7 +128,13 @@ def new_conversation(
             incomplete_long_timeout=settings.turn_completion_long_timeout,
         ),
     )
-    return Conversation(context, services.llm, services.tts, output, params)
+    return Conversation(context, llm or services.llm, services.tts, output, params)
+
+
+def speech_model(services: Services) -> RealtimeLLM | None:
+    """One call's own connection to a speech-to-speech model, if that is the LLM."""
+    models = services.llm
+    return models.open_session() if isinstance(models, RealtimeModels) else None
 
 
 def new_vad(settings: Settings, services: Services) -> VADAnalyzer:

@@ -24,14 +24,17 @@ from pipeline.events import (
     Metric,
     ServiceError,
     Transcription,
+    UserSpeechDiscarded,
     UserTurnStarted,
     UserTurnStopped,
 )
 from pipeline.hearing.discards import SpeechLedger
 from pipeline.hearing.inbound import Hearing, TurnLogic
+from pipeline.hearing.realtime_input import RealtimeInput
 from pipeline.hearing.transcriber import Transcriber
 from pipeline.hearing.turn_scorer import TurnScoring
 from pipeline.messages import AssistantMessage, Message, UserMessage
+from pipeline.realtime.service import RealtimeLLM
 from pipeline.reply.turn_completion import strip_markers
 from pipeline.task_cancel import cancel_and_wait
 from pipeline.tools.client import ClientToolCalls, ClientToolError
@@ -57,6 +60,7 @@ from server.session.pipeline_params import (
     new_conversation,
     new_noise_suppressor,
     new_vad,
+    speech_model,
 )
 from server.settings import Settings
 
@@ -97,12 +101,14 @@ class VoiceSession:
         )
         # With bot-tts-audio on, the pipeline writes through a tap that also sends it.
         pipeline_output = TTSAudioTap(output, send) if settings.rtvi_bot_tts_audio else output
-        self.conversation = new_conversation(self.context, services, settings, pipeline_output)
+        self.speech_model = speech_model(services)  # PARLEY_LLM=realtime: one per call
+        self.conversation = new_conversation(self.context, services, settings, pipeline_output,
+                                             self.speech_model)  # fmt: skip
         output.listener = self.conversation
         self._protocol = client_protocol
         output.on_progress = self._word_progress
-        # Every handler below subscribes to the conversation's events in this order, after
-        # the conversation's own: the order they hear each event in.
+        # Handlers below subscribe to the conversation's events in this order, after its
+        # own: the order they hear each event in.
         self.turn_scoring = self._turn_scoring(services, settings)
         self.echo, self.user_level = self._playout_taps(settings, output, send)
         self.vad = new_vad(settings, services)
@@ -126,7 +132,8 @@ class VoiceSession:
         turns = TurnLogic(self._heard, lambda: conversation.tick(),
                           lambda: conversation.turns.muted)  # fmt: skip
         level = self.user_level.push if self.user_level is not None else None
-        hears = (self.vad, self.transcriber, turns, self.discards, self.echo, self.turn_scoring)
+        hears = (self.vad, self._recorder(self.speech_model), turns, self.discards, self.echo,
+                 self.turn_scoring)  # fmt: skip
         self.hearing = Hearing(*hears, level, new_noise_suppressor(services))
         self._idle_check: asyncio.Task[None] | None = None
 
@@ -251,7 +258,16 @@ class VoiceSession:
         if self.on_end_call is not None:
             self.on_end_call(reason)
 
+    def _recorder(self, model: RealtimeLLM | None) -> Transcriber | RealtimeInput:
+        """What hears each utterance: the STT, and the speech-to-speech model if one."""
+        if model is None:
+            return self.transcriber
+        self.conversation.events.on(UserSpeechDiscarded, lambda e: model.discard(e.onset))
+        return RealtimeInput(self.transcriber, model)
+
     def start(self) -> None:
+        if self.speech_model is not None:
+            self.speech_model.start()
         self.conversation.start()
         self.hearing.start()
         self._idle_check = asyncio.get_running_loop().create_task(
@@ -383,6 +399,8 @@ class VoiceSession:
         if self.tools is not None:
             await self.tools.close()
         await self.conversation.close()
+        if self.speech_model is not None:
+            await self.speech_model.close()
 
 
 def _latest_transcript(

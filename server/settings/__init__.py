@@ -3,8 +3,9 @@
 :class:`Settings` is one flat object (``settings.max_sessions``, ``PARLEY_MAX_SESSIONS``);
 its fields are declared by group, one module each: :mod:`~server.settings.process`,
 :mod:`~server.settings.access`, :mod:`~server.settings.storage`,
-:mod:`~server.settings.bot`, :mod:`~server.settings.rtvi`,
-:mod:`~server.settings.turns`, :mod:`~server.settings.models`,
+:mod:`~server.settings.recording`, :mod:`~server.settings.bot`,
+:mod:`~server.settings.rtvi`, :mod:`~server.settings.turns`, :mod:`~server.settings.models`,
+:mod:`~server.settings.realtime`,
 :mod:`~server.settings.agent` and :mod:`~server.settings.telephony`. Rules that span groups
 are checked here.
 """
@@ -26,6 +27,8 @@ from server.settings.limits_media import MediaLimitSettings
 from server.settings.limits_signalling import SignallingLimitSettings
 from server.settings.models import ModelSettings
 from server.settings.process import IceServer, ProcessSettings
+from server.settings.realtime import RealtimeSettings
+from server.settings.recording import RecordingSettings
 from server.settings.rtvi import RTVISettings
 from server.settings.storage import StorageSettings
 from server.settings.telephony import TelephonySettings
@@ -49,10 +52,12 @@ class Settings(
     ChannelLimitSettings,
     TelephonySettings,
     AgentSettings,
+    RealtimeSettings,
     ModelSettings,
     TurnSettings,
     RTVISettings,
     ConversationSettings,
+    RecordingSettings,
     StorageSettings,
     AccessSettings,
     ProcessSettings,
@@ -68,6 +73,15 @@ class Settings(
             raise ValueError(
                 "user_mute until_first_bot_turn needs a greeting: without one the bot never "
                 "speaks first and the user is never heard"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _recordings_need_a_store(self) -> Settings:
+        if self.recording and self.storage == "none":
+            raise ValueError(
+                "recording needs a transcript store (storage sqlite or postgres): a "
+                "recording is served under its transcript's keys and expires with it"
             )
         return self
 

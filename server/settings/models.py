@@ -20,7 +20,12 @@ class ModelSettings(BaseModel):
     """The STT, LLM and TTS in use and how they are called."""
 
     stt: Literal["auto", "local", "openai"] = "auto"
-    llm: Literal["auto", "local", "openai"] = "auto"
+    llm: Literal["auto", "local", "openai", "realtime"] = Field(
+        "auto",
+        description="auto, local, openai, or realtime: a speech-to-speech model over the "
+        "OpenAI Realtime API (the realtime_* settings), which answers in its own voice "
+        "(no TTS) while Parley keeps the turn-taking (docs/realtime.md).",
+    )
     tts: Literal["auto", "local", "openai"] = "auto"
     embedded_llm: LLMName = Field(
         DEFAULT_LLM,
@@ -151,7 +156,9 @@ class ModelSettings(BaseModel):
         """Where the chunked embedded models go: ``model_dir``, else ``<data_dir>/models``."""
         return self.model_dir or data_dir / "models"
 
-    def provider(self, role: Literal["stt", "llm", "tts"]) -> Literal["local", "openai"]:
+    def provider(
+        self, role: Literal["stt", "llm", "tts"]
+    ) -> Literal["local", "openai", "realtime"]:
         """Which implementation serves ``role``, resolving "auto"."""
         choice = getattr(self, role)
         if choice == "auto":

@@ -16,6 +16,17 @@ from testkit.openai_stub.faults import Fault, Truncated, error_response
 from testkit.openai_stub.script import TTS_RATE, RecordedRequest
 
 
+def buzz(n: int) -> np.ndarray:
+    """The stub's voice: ``n`` samples (24 kHz int16) of a 140 Hz pulse train rising and
+    falling 4 times a second, broadband like a voice."""
+    t = np.arange(n) / TTS_RATE
+    pitch = 140.0 * (1 + 0.1 * np.sin(2 * math.pi * 0.7 * t))  # a wandering pitch
+    phase = np.cumsum(pitch) / TTS_RATE
+    saw = 2 * (phase % 1.0) - 1  # a sawtooth: every harmonic up to the Nyquist rate
+    syllables = 0.55 + 0.45 * np.sin(2 * math.pi * 4 * t)  # never silent: loud frames
+    return (0.3 * 32767 * saw * syllables).astype("<i2")
+
+
 def wav_info(data: bytes) -> tuple[int, int, int, int]:
     """``(channels, sample width, rate, frames)`` of a WAV file's bytes."""
     with wave.open(io.BytesIO(data), "rb") as wav:
@@ -64,13 +75,7 @@ class AudioEndpoints(StubCore):
 
     def tts_audio(self, text: str) -> np.ndarray:
         """The speech endpoint's samples for ``text`` (24 kHz int16)."""
-        n = self.tts_samples(text)
-        t = np.arange(n) / TTS_RATE
-        pitch = 140.0 * (1 + 0.1 * np.sin(2 * math.pi * 0.7 * t))  # a wandering pitch
-        phase = np.cumsum(pitch) / TTS_RATE
-        buzz = 2 * (phase % 1.0) - 1  # a sawtooth: every harmonic up to the Nyquist rate
-        syllables = 0.55 + 0.45 * np.sin(2 * math.pi * 4 * t)  # never silent: loud frames
-        return (0.3 * 32767 * buzz * syllables).astype("<i2")
+        return buzz(self.tts_samples(text))
 
     async def _audio(
         self, pcm: bytes, fault: Fault | None, record: RecordedRequest

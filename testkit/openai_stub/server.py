@@ -16,10 +16,11 @@ from fastapi.responses import JSONResponse, Response
 from testkit.openai_stub.audio import AudioEndpoints
 from testkit.openai_stub.chat import ChatEndpoint
 from testkit.openai_stub.faults import Fault, not_deliberate
+from testkit.openai_stub.realtime import RealtimeEndpoint
 from testkit.openai_stub.script import ChatReply, Endpoint, RecordedRequest, StubConfig
 
 
-class OpenAIStub(ChatEndpoint, AudioEndpoints):
+class OpenAIStub(ChatEndpoint, AudioEndpoints, RealtimeEndpoint):
     """The stub server; a context manager (``start``/``stop``) with a script per endpoint.
 
     ``stop()`` then ``start()`` brings it back on the same port: in between, connections
@@ -28,6 +29,7 @@ class OpenAIStub(ChatEndpoint, AudioEndpoints):
 
     def __init__(self, config: StubConfig | None = None) -> None:
         super().__init__(config)
+        self._realtime_reset()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -54,6 +56,13 @@ class OpenAIStub(ChatEndpoint, AudioEndpoints):
             "stt": "openai", "llm": "openai", "tts": "openai",
             "openai_base_url": self.base_url, "openai_api_key": self.api_key, **more,
         }  # fmt: skip
+
+    def realtime_settings(self, **more: str) -> dict[str, str]:
+        """A Parley server's settings with the LLM a realtime model at this stub (its STT
+        and TTS here too)."""
+        base = self.url.replace("http://", "ws://") + "/v1"
+        return self.server_settings(llm="realtime", realtime_base_url=base,
+                                    realtime_api_key=self.api_key, **more)  # fmt: skip
 
     def start(self, timeout: float = 10.0) -> OpenAIStub:
         server_log = logging.getLogger("uvicorn.error")
@@ -113,6 +122,7 @@ class OpenAIStub(ChatEndpoint, AudioEndpoints):
             for queue in self._queues.values():
                 queue.clear()
             self._requests.clear()
+            self._realtime_reset()
 
     def script_chat(self, *items: ChatReply | Fault | str) -> None:
         """Queue chat answers: a string is a text reply."""
@@ -152,6 +162,7 @@ class OpenAIStub(ChatEndpoint, AudioEndpoints):
         app.post("/v1/audio/transcriptions")(self._transcriptions)
         app.post("/v1/audio/speech")(self._speech)
         app.get("/v1/models")(self._models)
+        app.websocket("/v1/realtime")(self._realtime)
         return app
 
     async def _models(self, request: Request) -> Response:

@@ -1,0 +1,1 @@
+"""Speech-to-speech models over the OpenAI Realtime API (``PARLEY_LLM=realtime``)."""
