@@ -235,3 +235,40 @@ async def test_a_model_that_drops_the_socket_mid_answer_keeps_the_call(
     record = await transcript(server, pc_id)
     users = [t["text"] for t in record["turns"] if t["role"] == "user"]
     assert users[-2:] == ["Tell me a story.", "Are you still there?"]
+
+
+@pytest.fixture(scope="module")
+def server_turns(start_server: Callable[..., ServerProcess], models: OpenAIStub) -> ServerProcess:
+    settings = models.realtime_settings(
+        preload_models="true", greeting="Hello!", realtime_turn_detection="server_vad"
+    )
+    running = start_server(**settings)
+    running.wait_models_ready()
+    return running
+
+
+async def test_with_the_providers_vad_its_turns_are_answered_and_kept_in_the_context(
+    server_turns: ServerProcess, realtime: RealtimeScript, ear: ClipEar, tmp_path: Path
+) -> None:
+    realtime.replies = ["Paris is the capital of France."]
+    async with RTCTestClient(server_turns.url, jitter_frames=1) as client:
+        await greeted(client)
+        await ask(client, ear, "What is the capital of France?", "espeak", tmp_path)
+        await client.wait_for(said(client, "capital of France"), within=20)
+        await nth(client, "bot-stopped-speaking", 2)
+        pc_id = client.pc_id
+    first = realtime.of_type("session.update")[0]["session"]  # on connecting, before a word
+    assert first["audio"]["input"]["turn_detection"]["type"] == "server_vad"
+    assert not realtime.of_type("input_audio_buffer.commit"), "the provider commits"
+    created = realtime.of_type("response.create")
+    assert [c["response"].get("conversation") for c in created] == ["none"], "the greeting only"
+    kinds = [
+        (i["role"], "audio" if "audio_ms" in i else "text") for i in realtime.conversations[-1]
+    ]
+    assert kinds == [("assistant", "text"), ("user", "audio"), ("assistant", "audio")]
+    record = await transcript(server_turns, pc_id)
+    turns = [(t["role"], t["text"]) for t in record["turns"]]
+    assert turns[-2:] == [
+        ("user", "What is the capital of France?"),
+        ("assistant", "Paris is the capital of France."),
+    ]

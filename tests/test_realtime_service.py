@@ -77,7 +77,9 @@ async def test_an_answer_comes_as_words_and_audio_on_the_local_context(
     assert text == "It is sunny in Paris today."
     assert seconds == pytest.approx(len(text) * 0.06, abs=0.11)
     assert any(isinstance(c, UsageReport) and c.usage.output_tokens == 20 for c in chunks)
-    update = openai_stub.realtime.of_type("session.update")[0]["session"]
+    first, update = [e["session"] for e in openai_stub.realtime.of_type("session.update")]
+    assert first["audio"]["output"]["voice"] == "alloy", "the voice from the first word"
+    assert first["audio"]["input"]["turn_detection"] is None, "no provider VAD, ever"
     assert update["instructions"] == "You are terse."
     assert update["audio"]["input"]["turn_detection"] is None, "Parley keeps the turns"
     assert update["tools"][0]["name"] == "get_weather"
@@ -203,7 +205,7 @@ async def test_the_beta_dialect_is_spoken_and_read(openai_stub: OpenAIStub) -> N
     finally:
         await llm.close()
     assert spoken(chunks)[0] == "Beta voice here." and spoken(chunks)[1] > 0.5
-    session = openai_stub.realtime.of_type("session.update")[0]["session"]
+    session = openai_stub.realtime.of_type("session.update")[-1]["session"]
     assert session["input_audio_format"] == "pcm16" and session["turn_detection"] is None
     assert openai_stub.realtime.headers[0]["openai-beta"] == "realtime=v1"
 

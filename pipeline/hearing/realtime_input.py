@@ -5,7 +5,8 @@ the same frames and the same VAD events) and passes everything on to it: the loc
 still gives the turn logic its words. Each utterance (from its onset, less the same
 pre-roll the transcriber keeps) goes to the model as 24 kHz PCM in 100 ms appends while
 it is spoken, and is committed at its end: one user audio item per utterance, which the
-model hears as audio. Speech that then makes no turn is taken back by the session
+model hears as audio. (With the provider's own VAD taking turns, all the audio streams to
+it and it commits by itself.) Speech that then makes no turn is taken back by the session
 (:meth:`~pipeline.realtime.service.RealtimeLLM.discard`).
 """
 
@@ -33,9 +34,11 @@ class Recorder(Protocol):
 
 
 class SpeechModelInput(Protocol):
-    """The model's side: its audio rate, the audio as it comes, each utterance's end."""
+    """The model's side: its audio rate, the audio as it comes, each utterance's end;
+    ``continuous``: it takes all the audio and finds the turns itself (its own VAD)."""
 
     input_rate: int
+    continuous: bool
 
     def append_audio(self, pcm: bytes) -> None: ...
 
@@ -57,18 +60,20 @@ class RealtimeInput:
 
     def push_audio(self, frame: bytes, t: float) -> None:
         self.transcriber.push_audio(frame, t)
-        if self._onset is None:
+        if self._onset is None and not self.model.continuous:
             self._ring.append((t, frame))
             return
         self._pending.append(frame)
         if len(self._pending) * FRAME_SECONDS >= APPEND_SECONDS - 1e-9:
             self._flush()
-        if self._sent >= MAX_UTTERANCE:
+        if self._onset is not None and self._sent >= MAX_UTTERANCE:
             self.model.commit(self._onset)
             self._onset, self._sent = self._onset + self._sent, 0.0
 
     def handle(self, event: Event) -> None:
         self.transcriber.handle(event)
+        if self.model.continuous:
+            return
         if isinstance(event, SpeechStarted) and self._onset is None:
             self._onset = event.t
             self._sent = 0.0

@@ -100,6 +100,7 @@ class Mirror:
                 self._bound[key] = ids
             if ids:
                 previous = ids[-1]
+        self.pending_user = carried + self.pending_user  # for the next user turn
         for item in self.pending_reply:  # a response nothing in the context answers to
             plan.events.append(wire.delete_item(item.item_id))
         self.pending_reply = []

@@ -30,11 +30,13 @@ from pipeline.realtime import wire
 from pipeline.realtime.connection import RealtimeConnection
 from pipeline.realtime.mirror import Mirror
 from pipeline.realtime.response import RealtimeError, RealtimeResponse
+from pipeline.realtime.server_turns import ServerResponses
 from pipeline.realtime.utterances import Utterances
 from pipeline.services.circuit import CircuitBreaker
 
 COMMIT_EVENT = "parley_commit"  # the client event id of every commit (errors name it)
 COMMIT_WAIT = 1.0  # seconds a response waits for the provider to confirm committed audio
+SERVER_GRACE = 1.5  # provider's turns: seconds Parley's answer waits for the provider's
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class RealtimeConfig:
     dialect: wire.Dialect = "ga"
     timeout: float = 10.0  # to the first event of a response, and between events
     connect_timeout: float = 5.0
+    turns: str = "parley"  # or the provider's "server_vad" / "semantic_vad"
 
     @property
     def url(self) -> str:
@@ -100,6 +103,11 @@ class RealtimeLLM:
         self._awaiting: deque[RealtimeResponse] = deque()  # created, id not yet known
         self._responses: dict[str, RealtimeResponse] = {}
         self.closed = False
+        # The provider's VAD takes turns: it commits and starts responses; the caller's
+        # audio streams to it whole (continuous), and Parley's answers claim its responses.
+        self.continuous = config.turns != "parley"
+        self._server = ServerResponses()
+        self._server_speaking = False
 
     # -- the connection ------------------------------------------------------------------
 
@@ -138,8 +146,14 @@ class RealtimeLLM:
         self.breaker.succeeded()
         # A new provider conversation: everything is sent again from the context.
         self.mirror.reset()
-        self._session = None
         self._utterances.clear()
+        self._server.clear()
+        # The voice, the audio format and who takes turns hold from the first word (a
+        # provider's default session answers speech by its own VAD); the instructions
+        # and tools follow with the first answer.
+        self._session = ("", "[]")
+        self._send(wire.session_update(self.config.dialect, "", [], self.config.voice,
+                                       self.config.model, self.config.turns))  # fmt: skip
 
     def _on_closed(self, reason: str) -> None:
         if not self.closed:
@@ -184,6 +198,8 @@ class RealtimeLLM:
     def discard(self, onset: float | None) -> None:
         """Speech that made no turn (a backchannel, a cough): its item goes (now, or when
         the provider confirms its commit)."""
+        if self.continuous:
+            return  # the provider's VAD made the items: its turns are its own
         item_id = self._utterances.discard(onset)
         if item_id is not None and item_id in self.mirror.pending_user:
             self.mirror.pending_user.remove(item_id)
@@ -196,7 +212,11 @@ class RealtimeLLM:
     ) -> RealtimeResponse:
         async def begin(response: RealtimeResponse) -> None:
             await self._sync(messages, tools or [])
-            self._begin(response, wire.create_response(self.config.dialect, tool_choice))
+            create = wire.create_response(self.config.dialect, tool_choice)
+            if self.continuous:
+                self._claim(response, create)
+            else:
+                self._begin(response, create)
 
         return self._response(begin)
 
@@ -210,9 +230,34 @@ class RealtimeLLM:
         self._awaiting.append(response)
         self._send({**create, "event_id": f"parley_response_{id(response)}"})
 
+    def _claim(self, response: RealtimeResponse, create: dict[str, Any]) -> None:
+        """Provider's turns: this answer is the provider's response to the turn, whether
+        it has started (its events so far replayed) or is yet to (after a grace, Parley
+        asks for one itself); stale unclaimed ones are cancelled and deleted."""
+        for _, events in self._server.stale():
+            if not any(e.kind == "response.done" for e in events):
+                self._send(wire.cancel_response())
+            for event in events:
+                if event.kind == "response.output_item.added":
+                    self._send(wire.delete_item(str((event.get("item") or {}).get("id"))))
+        claimed = self._server.claim()
+        if claimed is None:
+            self._awaiting.append(response)
+            nudge = {**create, "event_id": f"parley_response_{id(response)}"}
+            asyncio.get_running_loop().call_later(SERVER_GRACE, self._nudge, response, nudge)
+            return
+        response_id, events = claimed
+        self._responses[response_id] = response
+        for event in events:
+            self._to_response(event)
+
+    def _nudge(self, response: RealtimeResponse, create: dict[str, Any]) -> None:
+        if response in self._awaiting and not response.done:
+            self._send(create)  # the provider's VAD started nothing: answer anyway
+
     async def _sync(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
         await self._ready()
-        if self._utterances.in_flight:  # the last utterance's item must exist to be bound
+        if self._utterances.in_flight or self._server_speaking:  # its item must exist
             try:
                 await asyncio.wait_for(self._committed.wait(), COMMIT_WAIT)
             except TimeoutError:
@@ -223,7 +268,8 @@ class RealtimeLLM:
         if session != self._session:
             self._session = session
             self._send(wire.session_update(self.config.dialect, plan.instructions, tools,
-                                           self.config.voice, self.config.model))  # fmt: skip
+                                           self.config.voice, self.config.model,
+                                           self.config.turns))  # fmt: skip
         for event in plan.events:
             self._send(event)
 
@@ -261,8 +307,12 @@ class RealtimeLLM:
                 self.mirror.pending_user.append(item_id)
             else:
                 self._send(wire.delete_item(item_id))
+            self._server_speaking = False
             if not self._utterances.in_flight:
                 self._committed.set()
+        elif kind == "input_audio_buffer.speech_started" and self.continuous:
+            self._server_speaking = True
+            self._committed.clear()
         elif kind == "response.created":
             self._created(event)
         elif kind.startswith("response."):
@@ -277,11 +327,14 @@ class RealtimeLLM:
             self._responses[response_id] = response
             if response.done:  # closed before the provider started it
                 self._send(wire.cancel_response())
+        elif self.continuous:  # the provider's VAD ended a turn: kept for Parley's answer
+            self._server.started(response_id)
 
     def _to_response(self, event: wire.ServerEvent) -> None:
         response_id = event.get("response_id") or (event.get("response") or {}).get("id")
         response = self._responses.get(str(response_id))
         if response is None:
+            self._server.feed(str(response_id), event)
             return
         if not response.done:
             response.feed(event)
@@ -306,8 +359,9 @@ class RealtimeLLM:
             if not self._utterances.in_flight:
                 self._committed.set()
         live = [r for r in [*self._awaiting, *self._responses.values()] if not r.done]
-        refused = [r for r in live if cause == f"parley_response_{id(r)}"]
-        if refused:
+        refused = [r for r in self._awaiting if cause == f"parley_response_{id(r)}"]
+        if refused:  # it will never be created: out of the queue of those to be
+            self._awaiting.remove(refused[0])
             refused[0].feed(event)
         elif live and error.get("type") != "invalid_request_error":
             live[0].feed(event)

@@ -67,10 +67,16 @@ def session_update(
     tools: list[dict[str, Any]],
     voice: str,
     model: str,
+    turns: str = "parley",
 ) -> dict[str, Any]:
-    """``session.update``: Parley's turn-taking (no server VAD), 24 kHz PCM both ways, the
-    instructions and the tools (chat-completions tools flattened to realtime ones)."""
+    """``session.update``: 24 kHz PCM both ways, the instructions and the tools
+    (chat-completions tools flattened to realtime ones), and who takes turns: Parley (no
+    server VAD) or the provider's ``server_vad`` / ``semantic_vad``, which then commits
+    the caller's audio and starts each response itself."""
     flat = [realtime_tool(tool) for tool in tools]
+    detection = None
+    if turns != "parley":
+        detection = {"type": turns, "create_response": True, "interrupt_response": True}
     if dialect == "beta":
         session: dict[str, Any] = {
             "modalities": ["audio", "text"],
@@ -78,7 +84,7 @@ def session_update(
             "voice": voice,
             "input_audio_format": "pcm16",
             "output_audio_format": "pcm16",
-            "turn_detection": None,
+            "turn_detection": detection,
             "tools": flat,
         }
     else:
@@ -89,7 +95,7 @@ def session_update(
             "output_modalities": ["audio"],
             "instructions": instructions,
             "audio": {
-                "input": {"format": pcm, "turn_detection": None},
+                "input": {"format": pcm, "turn_detection": detection},
                 "output": {"format": pcm, "voice": voice},
             },
             "tools": flat,

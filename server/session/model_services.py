@@ -246,6 +246,7 @@ def _realtime(settings: Settings) -> RealtimeModels:
         api_key=key.get_secret_value() if key else settings.openai_api_key,
         dialect=settings.realtime_dialect,
         timeout=settings.realtime_timeout,
+        turns=settings.realtime_turn_detection,
     )
     return RealtimeModels(config, _breaker(settings, "llm"))
 

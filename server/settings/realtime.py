@@ -31,6 +31,14 @@ class RealtimeSettings(BaseModel):
         "generally available API) or beta (the older names, e.g. for Azure's preview "
         "deployments). Both dialects' names are read from the endpoint either way.",
     )
+    realtime_turn_detection: Literal["parley", "server_vad", "semantic_vad"] = Field(
+        "parley",
+        description="Who decides when the caller has finished: parley (its VAD, end-of-turn "
+        "rule and backchannel judgement commit each utterance and ask for each answer; the "
+        "provider's VAD is off) or the provider's server_vad / semantic_vad (it hears all the "
+        "audio, commits and starts answers itself; Parley still transcribes, keeps the "
+        "context, and pauses the bot at a barge-in).",
+    )
     realtime_timeout: float = Field(
         10.0,
         gt=0,

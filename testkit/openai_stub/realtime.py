@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from fastapi import WebSocket, WebSocketDisconnect
 
 from testkit.openai_stub.audio import buzz
@@ -62,6 +63,42 @@ class RealtimeScript:
         return [e for e in self.events if e.get("type") == kind]
 
 
+class ServerVAD:
+    """The provider's VAD, as the stub plays it: 20 ms windows louder than ``LOUD`` RMS;
+    speech after 3 of them, its end after 0.5 s without one."""
+
+    LOUD = 300.0
+
+    def __init__(self) -> None:
+        self.on = False
+        self.speaking = False
+        self.run = 0
+        self.tail = b""
+
+    def configure(self, session: dict[str, Any]) -> None:
+        audio = session.get("audio") or {}
+        detection = (audio.get("input") or {}).get("turn_detection", session.get("turn_detection"))
+        self.on = bool(detection)
+
+    def hear(self, pcm: bytes) -> list[str]:
+        """The turns this audio started or ended ("started", "stopped")."""
+        if not self.on:
+            return []
+        data, turns, size = self.tail + pcm, [], 960  # 20 ms at 24 kHz
+        for start in range(0, len(data) - size + 1, size):
+            window = np.frombuffer(data[start : start + size], np.int16).astype(np.float32)
+            loud = float(np.sqrt(np.mean(window**2))) > self.LOUD
+            if loud == self.speaking:
+                self.run = 0
+                continue
+            self.run += 1
+            if self.run >= (3 if not self.speaking else 25):
+                self.speaking, self.run = not self.speaking, 0
+                turns.append("started" if self.speaking else "stopped")
+        self.tail = data[len(data) - len(data) % size :]
+        return turns
+
+
 class RealtimeEndpoint:
     """Mixed into the stub; ``self.realtime`` is the script, reset with the stub."""
 
@@ -100,6 +137,7 @@ class _Connection:
         self.buffer = bytearray()
         self.response: asyncio.Task[None] | None = None
         self.count = 0
+        self.vad = ServerVAD()
 
     def _id(self, prefix: str) -> str:
         self.count += 1
@@ -126,9 +164,13 @@ class _Connection:
     async def handle(self, event: dict[str, Any]) -> None:  # noqa: C901, PLR0912
         kind = event.get("type")
         if kind == "session.update":
+            self.vad.configure(event.get("session") or {})
             await self.send({"type": "session.updated", "session": event.get("session")})
         elif kind == "input_audio_buffer.append":
-            self.buffer += base64.b64decode(event["audio"])
+            pcm = base64.b64decode(event["audio"])
+            self.buffer += pcm
+            for turn in self.vad.hear(pcm):
+                await self._server_turn(turn)
         elif kind == "input_audio_buffer.clear":
             self.buffer.clear()
         elif kind == "input_audio_buffer.commit":
@@ -153,6 +195,16 @@ class _Connection:
             self.response = asyncio.create_task(self._respond(event.get("response") or {}))
         elif kind == "response.cancel" and self.response is not None:
             self.response.cancel()
+
+    async def _server_turn(self, turn: str) -> None:
+        """The stub's own VAD (server_vad): speech started (an answer in progress is
+        cut), or stopped (the audio committed, an answer started)."""
+        await self.send({"type": f"input_audio_buffer.speech_{turn}"})
+        if turn == "started" and self.response is not None and not self.response.done():
+            self.response.cancel()
+        if turn == "stopped":
+            await self._commit()
+            self.response = asyncio.create_task(self._respond({}))
 
     async def refuse(self, event: dict[str, Any], message: str) -> None:
         """An ``invalid_request_error`` naming the client event that caused it."""
