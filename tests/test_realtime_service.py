@@ -81,6 +81,7 @@ async def test_an_answer_comes_as_words_and_audio_on_the_local_context(
     assert first["audio"]["output"]["voice"] == "alloy", "the voice from the first word"
     assert first["audio"]["input"]["turn_detection"] is None, "no provider VAD, ever"
     assert update["instructions"] == "You are terse."
+    assert "voice" not in update["audio"]["output"], "never changed once set"
     assert update["audio"]["input"]["turn_detection"] is None, "Parley keeps the turns"
     assert update["tools"][0]["name"] == "get_weather"
     user = openai_stub.realtime.conversations[0][0]

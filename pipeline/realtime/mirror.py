@@ -36,6 +36,7 @@ class ReplyItem:
     item_id: str
     kind: str  # "message" or "function_call"
     call_id: str | None = None
+    name: str | None = None  # a function call's (its arguments' event does not say)
 
 
 @dataclass

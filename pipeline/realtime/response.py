@@ -63,7 +63,7 @@ class RealtimeResponse(LLMStream):
         if event.kind == "response.output_item.added":
             item = event.get("item") or {}
             self.items.append(ReplyItem(str(item.get("id")), str(item.get("type")),
-                                        item.get("call_id")))  # fmt: skip
+                                        item.get("call_id"), item.get("name")))  # fmt: skip
         self._events.put_nowait(event)
 
     def fail(self, reason: str) -> None:
@@ -113,8 +113,25 @@ class RealtimeResponse(LLMStream):
             delta = event.get("delta")
             return TextDelta(delta) if isinstance(delta, str) and delta else None
         elif kind == "response.function_call_arguments.done":
-            return _tool_call(event)
+            return self._tool_call(event)
         return None
+
+    def _tool_call(self, event: wire.ServerEvent) -> ToolCallRequest:
+        """A complete call; its name from the item that announced it (the GA and beta
+        ``function_call_arguments.done`` carry only the call id and the arguments)."""
+        call_id, item_id = event.get("call_id"), event.get("item_id")
+        item = next((i for i in self.items if i.item_id == item_id or i.call_id == call_id),
+                    None)  # fmt: skip
+        name = event.get("name") or (item.name if item is not None else None)
+        if call_id is None and item is not None:
+            call_id = item.call_id
+        try:
+            arguments: Any = json.loads(event.get("arguments") or "{}")
+        except ValueError:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            arguments = {}
+        return ToolCallRequest(str(call_id), str(name), arguments)
 
     def _finished(self, event: wire.ServerEvent) -> list[LLMChunk]:
         response = event.get("response") or {}
@@ -131,13 +148,3 @@ class RealtimeResponse(LLMStream):
             return []
         return [UsageReport(Usage(input_tokens=int(usage.get("input_tokens") or 0),
                                   output_tokens=int(usage.get("output_tokens") or 0)))]  # fmt: skip
-
-
-def _tool_call(event: wire.ServerEvent) -> ToolCallRequest:
-    try:
-        arguments: Any = json.loads(event.get("arguments") or "{}")
-    except ValueError:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        arguments = {}
-    return ToolCallRequest(str(event.get("call_id")), str(event.get("name")), arguments)

@@ -267,9 +267,9 @@ class RealtimeLLM:
         session = (plan.instructions, json.dumps(tools, sort_keys=True))
         if session != self._session:
             self._session = session
+            # The voice went with the first update, on connecting.
             self._send(wire.session_update(self.config.dialect, plan.instructions, tools,
-                                           self.config.voice, self.config.model,
-                                           self.config.turns))  # fmt: skip
+                                           None, self.config.model, self.config.turns))  # fmt: skip
         for event in plan.events:
             self._send(event)
 

@@ -65,14 +65,15 @@ def session_update(
     dialect: Dialect,
     instructions: str,
     tools: list[dict[str, Any]],
-    voice: str,
+    voice: str | None,
     model: str,
     turns: str = "parley",
 ) -> dict[str, Any]:
     """``session.update``: 24 kHz PCM both ways, the instructions and the tools
     (chat-completions tools flattened to realtime ones), and who takes turns: Parley (no
     server VAD) or the provider's ``server_vad`` / ``semantic_vad``, which then commits
-    the caller's audio and starts each response itself."""
+    the caller's audio and starts each response itself. ``voice`` None leaves it out: a
+    provider refuses to change the voice once the model has spoken."""
     flat = [realtime_tool(tool) for tool in tools]
     detection = None
     if turns != "parley":
@@ -87,6 +88,8 @@ def session_update(
             "turn_detection": detection,
             "tools": flat,
         }
+        if voice is None:
+            del session["voice"]
     else:
         pcm = {"type": "audio/pcm", "rate": API_RATE}
         session = {
@@ -100,6 +103,8 @@ def session_update(
             },
             "tools": flat,
         }
+        if voice is None:
+            del session["audio"]["output"]["voice"]
     return {"type": "session.update", "session": session}
 
 

@@ -355,7 +355,6 @@ class _Connection:
                 "response_id": response_id,
                 "item_id": item["id"],
                 "call_id": call_id,
-                "name": call.name,
-                "arguments": arguments,
+                "arguments": arguments,  # no name: as OpenAI's (the item has it)
             }
         )
