@@ -8,21 +8,16 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from server.storage.store import RecordedEvent, SessionRecord, SessionSummary, Turn, from_us, to_us
-
-SUMMARY_COLUMNS = "id, start_id, started_us, ended_us, close_reason, turn_count, ended_us IS NULL"
-
-
-def summary(row: tuple[Any, ...]) -> SessionSummary:
-    return SessionSummary(
-        id=row[0],
-        session_id=row[1],
-        started_at=from_us(row[2]),
-        ended_at=from_us(row[3]) if row[3] is not None else None,
-        close_reason=row[4],
-        turn_count=row[5],
-        live=bool(row[6]),
-    )
+from server.storage.store import (
+    SUMMARY_COLUMNS,
+    RecordedEvent,
+    SessionRecord,
+    SessionSummary,
+    Turn,
+    from_us,
+    summary_from_row,
+    to_us,
+)
 
 
 async def read_record(conn: AsyncConnection, session_id: str) -> SessionRecord | None:
@@ -36,7 +31,7 @@ async def read_record(conn: AsyncConnection, session_id: str) -> SessionRecord |
     if row is None:
         return None
     record = SessionRecord(
-        **summary(row).model_dump(), client=json.loads(row[7]), usage=json.loads(row[8])
+        **summary_from_row(row).model_dump(), client=json.loads(row[7]), usage=json.loads(row[8])
     )
     cur = await conn.execute(
         "SELECT seq, at_us, kind, type, text, data FROM entries WHERE session_id = %s ORDER BY seq",
@@ -78,4 +73,4 @@ async def read_sessions(
         "ORDER BY started_us DESC, id DESC LIMIT %s",
         (*args, limit),
     )
-    return [summary(row) for row in await cur.fetchall()]
+    return [summary_from_row(row) for row in await cur.fetchall()]

@@ -23,12 +23,14 @@ from loguru import logger
 
 from server.storage.sqlite_writer import MAX_BATCH, MAX_QUEUE, TranscriptWriter, transaction
 from server.storage.store import (
+    SUMMARY_COLUMNS,
     RecordedEvent,
     SessionRecord,
     SessionSummary,
     StorageError,
     Turn,
     from_us,
+    summary_from_row,
     to_us,
 )
 
@@ -223,13 +225,13 @@ class SQLiteTranscriptStore:
     def _get(self, session_id: str) -> SessionRecord | None:
         assert self._db is not None
         row = self._db.execute(
-            f"SELECT {_SUMMARY_COLUMNS}, client, usage FROM sessions WHERE id = ? "
+            f"SELECT {SUMMARY_COLUMNS}, client, usage FROM sessions WHERE id = ? "
             "OR start_id = ? ORDER BY id = ? DESC, started_us DESC LIMIT 1",
             (session_id, session_id, session_id),
         ).fetchone()
         if row is None:
             return None
-        summary = _summary(row)
+        summary = summary_from_row(row)
         record = SessionRecord(
             **summary.model_dump(), client=json.loads(row[7]), usage=json.loads(row[8])
         )
@@ -269,30 +271,15 @@ class SQLiteTranscriptStore:
             args.append(credential)
         where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = self._db.execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM sessions {where} "
+            f"SELECT {SUMMARY_COLUMNS} FROM sessions {where} "
             "ORDER BY started_us DESC, id DESC LIMIT ?",
             (*args, limit),
         )
-        return [_summary(row) for row in rows]
+        return [summary_from_row(row) for row in rows]
 
     def _purge(self, older_than_us: int) -> int:
         assert self._db is not None
         return transaction(self._db, _purge, older_than_us)
-
-
-_SUMMARY_COLUMNS = "id, start_id, started_us, ended_us, close_reason, turn_count, ended_us IS NULL"
-
-
-def _summary(row: tuple[Any, ...]) -> SessionSummary:
-    return SessionSummary(
-        id=row[0],
-        session_id=row[1],
-        started_at=from_us(row[2]),
-        ended_at=from_us(row[3]) if row[3] is not None else None,
-        close_reason=row[4],
-        turn_count=row[5],
-        live=bool(row[6]),
-    )
 
 
 # -- the write jobs (each runs inside its own transaction) -----------------------------------

@@ -175,3 +175,20 @@ def to_us(at: float) -> int:
 
 def from_us(us: int) -> datetime:
     return EPOCH + timedelta(microseconds=us)
+
+
+# What a SQL store selects for a session's summary, and the summary made of such a row
+# (SQLite and PostgreSQL keep the same columns).
+SUMMARY_COLUMNS = "id, start_id, started_us, ended_us, close_reason, turn_count, ended_us IS NULL"
+
+
+def summary_from_row(row: tuple[Any, ...]) -> SessionSummary:
+    return SessionSummary(
+        id=row[0],
+        session_id=row[1],
+        started_at=from_us(row[2]),
+        ended_at=from_us(row[3]) if row[3] is not None else None,
+        close_reason=row[4],
+        turn_count=row[5],
+        live=bool(row[6]),
+    )
