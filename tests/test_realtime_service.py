@@ -260,3 +260,29 @@ async def test_refused_requests_end_at_once_and_mislead_nothing(openai_stub: Ope
         await llm.close()
     users = [i["audio_ms"] for i in openai_stub.realtime.conversations[0] if i["role"] == "user"]
     assert users == [pytest.approx(1000), pytest.approx(200)]
+
+
+async def test_an_answer_cut_while_it_streams_is_truncated_even_if_all_that_came_was_heard(
+    openai_stub: OpenAIStub,
+) -> None:
+    openai_stub.realtime.replies = [STORY_REPLY]
+    openai_stub.realtime.chunk_interval = 0.1  # an output that plays each chunk as it comes
+    llm = model(openai_stub)
+    try:
+        stream = llm.stream([SYSTEM, {"role": "user", "content": "Tell me."}])
+        received = 0
+        async for chunk in stream:
+            if isinstance(chunk, AudioDelta):
+                received += len(chunk.pcm)
+                if received >= 4 * 4800:
+                    break
+        await stream.aclose()
+        llm.heard(stream, received / 48000)  # everything that came had played
+        assert await openai_stub.wait_for(
+            lambda: bool(openai_stub.realtime.of_type("conversation.item.truncate"))
+        )
+    finally:
+        await llm.close()
+    cut = openai_stub.realtime.of_type("conversation.item.truncate")
+    assert [c["audio_end_ms"] for c in cut] == [received // 48]
+    assert openai_stub.realtime.of_type("response.cancel")

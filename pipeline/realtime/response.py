@@ -52,7 +52,8 @@ class RealtimeResponse(LLMStream):
         self._start = start
         self._cancel = cancel
         self._timeout = timeout
-        self.done = False
+        self.done = False  # the stream has ended (completed, failed or closed)
+        self.completed = False  # the provider said the response is done
         self.items: list[ReplyItem] = []
         self.audio_ms: dict[str, float] = {}  # per spoken item: ms of audio received
         super().__init__(self._body)
@@ -75,7 +76,7 @@ class RealtimeResponse(LLMStream):
             while True:
                 event = await self._next()
                 if event.kind == "response.done":
-                    self.done = True
+                    self.done = self.completed = True
                     for last in self._finished(event):
                         yield last
                     return

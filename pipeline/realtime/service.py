@@ -291,8 +291,10 @@ class RealtimeLLM:
             elif left <= 0:
                 self._send(wire.delete_item(item.item_id))
             else:
-                if left < audio:
-                    self._send(wire.truncate_item(item.item_id, int(left)))
+                # Cut inside what came, or at its end while more was still to come (an
+                # output that ran dry plays each chunk as it arrives).
+                if left < audio or not stream.completed:
+                    self._send(wire.truncate_item(item.item_id, int(min(left, audio))))
                 kept.append(item)
                 left -= audio
         self.mirror.pending_reply = kept
