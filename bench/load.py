@@ -36,6 +36,7 @@ from testkit.measure import (
     stats,
 )
 from testkit.rtc_client import RTCTestClient
+from testkit.server_process import ServerProcess, metric
 from testkit.speech import make_speech
 from testkit.targets import start_stub, start_target
 
@@ -342,6 +343,10 @@ def main() -> None:
                         "then stretch with the load generator's)")  # fmt: skip
     parser.add_argument("--client-jitter-frames", type=int, default=1,
                         help="packets each client's jitter buffer holds (aiortc: 4)")  # fmt: skip
+    parser.add_argument("--turn-end", choices=("fixed", "adaptive"), default="fixed",
+                        help="Parley's turn end: the fixed window (the bench's figures since "
+                        "issue 8) or the default, adaptive (the end-of-turn model at every "
+                        "pause)")  # fmt: skip
     args = parser.parse_args()
     if not 1 <= args.users <= 50 or not 1 <= args.turns <= 50:
         parser.error("--users and --turns must be within 1..50")
@@ -364,6 +369,16 @@ def main() -> None:
         print(ratio_table(result["ratios"]))
 
 
+def server_work(server: ServerProcess) -> dict[str, float]:
+    """What the server did for the run, from /metrics: end-of-turn model inferences and
+    their seconds (one core each), STT requests, LLM runs."""
+    inference = 'parley_turn_model_seconds_{}{{stage="inference"}}'
+    return {
+        "turn_model_inferences": metric(server, inference.format("count")),
+        "turn_model_seconds": round(metric(server, inference.format("sum")), 2),
+    }
+
+
 def run_target(
     target: str, args: argparse.Namespace, qs: list[Utterance], barge: Utterance, folder: Path
 ) -> dict[str, Any]:
@@ -380,6 +395,7 @@ def run_target(
         results = asyncio.run(run_users(server.url, args, qs, barge))
         run_seconds = time.monotonic() - started
         lag = loop_lag(server.url) if target == "parley" else {}
+        work = server_work(server) if target == "parley" else {}
     finally:
         if profiler is not None:
             profiler.send_signal(signal.SIGINT)
@@ -394,6 +410,7 @@ def run_target(
     summary["target"] = target
     summary["run_seconds"] = round(run_seconds, 1)
     summary["event_loop_lag"] = lag
+    summary["server_work"] = work
     summary["server_log"] = log_problems(log_path.read_text()) | {"path": str(log_path)}
     return summary
 

@@ -56,6 +56,7 @@ class ProcSampler:
         self.pid = pid
         self.period = period
         self.cpu: list[float] = []
+        self.cpu_seconds = 0.0  # the process's CPU time while sampled
         self.rss_mb: list[float] = []
         self._reader = ProcReader(pid)
         self._stop = threading.Event()
@@ -79,6 +80,7 @@ class ProcSampler:
                 return
             cpu, rss_mb = sample
             self.cpu.append(100 * (cpu - last_cpu) / (now - last_t))
+            self.cpu_seconds += cpu - last_cpu
             self.rss_mb.append(rss_mb)
             last_cpu, last_t = cpu, now
 
@@ -102,6 +104,7 @@ class ProcSampler:
             "rss_max_mb": round(max_rss, 1),
             "rss_start_mb": round(self.rss_mb[0], 1),
             "cpu_mean_pct_per_session": round(mean_cpu / users, 1),
+            "cpu_seconds": round(self.cpu_seconds, 1),
             "rss_max_mb_per_session": round(max_rss / users, 1),
             "rss_growth_mb_per_session": round((max_rss - self.rss_mb[0]) / users, 1),
         }

@@ -23,6 +23,7 @@ from loguru import logger
 from pipeline.task_cancel import cancel_and_wait
 from pipeline.tools.agent import Agent
 from server import __version__
+from server.ops.blas_threads import limit_blas_threads
 from server.ops.metrics import ServerMetrics
 from server.ops.tracing import start_tracing
 from server.session.model_services import Services, build_services
@@ -46,6 +47,7 @@ def lifespan(
 
     @contextlib.asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
+        limit_blas_threads()
         store = await _open_store(settings)
         recordings = app.state.recordings = RecordingDirectory.of(settings)
         days = settings.transcript_retention_days

@@ -4,8 +4,8 @@ aiortc decodes every audio frame in a thread per receiver, at 48 kHz stereo, and
 it back through ``run_coroutine_threadsafe`` (a task and two futures per 20 ms). Decoding
 one mono 20 ms frame costs less than that hop. So :class:`InboundAudio` stands in for the
 receiver's decoder queue and decodes on the event loop, in mono, as frames leave the
-jitter buffer; Opus through libopus (:mod:`server.media.libopus`) at 48 kHz, another codec
-through aiortc's decoder, then a resample to 16 kHz. The receiver's decoder thread is
+jitter buffer; Opus through libopus (:mod:`server.media.libopus`) straight at 16 kHz,
+another codec through aiortc's decoder, then a resample to 16 kHz. The receiver's decoder thread is
 told to end at once.
 
 Before any of that, a session's :class:`PacketGate` caps the audio packets its receivers
@@ -37,7 +37,6 @@ from server.guards.rate_limit import Clock, TokenBucket
 from server.media.libopus import Decoder
 
 RATE = 16000
-OPUS_RATE = 48000  # what a WebRTC Opus stream is decoded at
 
 _JITTER = "_RTCRtpReceiver__jitter_buffer"
 _QUEUE = "_RTCRtpReceiver__decoder_queue"
@@ -116,7 +115,7 @@ class InboundAudio:
     """Decodes one receiver's audio on the event loop and calls ``on_frame`` with the
     16 kHz mono s16 it yields, in order, as soon as it is decoded: about 20 ms a packet.
 
-    The chunks are not cut to a fixed size on purpose: the resampler holds back a few
+    The chunks are not cut to a fixed size on purpose: a resampler holds back a few
     samples, so fixed 20 ms frames would each wait for the next packet, 20 ms of latency
     on every turn and every barge-in. Consumers (VAD, transcriber) take any length.
 
@@ -136,10 +135,12 @@ class InboundAudio:
         self.on_frame = on_frame
         self.on_error = on_error
         self.decode_errors = 0
-        # At 48 kHz, then resampled: libopus decoding straight to 16 kHz changed the first
-        # syllables enough that a caller talking over the greeting lost them more often
-        # (tests/test_greeting_overlap.py, 2 of 3 runs against 0 of 3).
-        self._opus = Decoder(OPUS_RATE)
+        # Opus straight at 16 kHz: libopus band-limits inside the decoder, and decoding
+        # then resampling (PyAV) was ~16 % of the server's CPU at 20 calls. It was once
+        # suspected of losing a caller's first syllables under the greeting; offline
+        # (bench/greeting_onset.py) the VAD hears the caller through the canceller as
+        # early either way.
+        self._opus = Decoder(RATE)
         self._other: Any = None  # aiortc's decoder of another codec (G.711), if chosen
         self._resampler = StreamResampler(RATE)
         self._gate = gate
@@ -163,7 +164,7 @@ class InboundAudio:
         codec, encoded = item
         try:
             if codec.name == "opus":
-                chunks = [self._resampler.resample(self._opus.decode(encoded.data), OPUS_RATE)]
+                chunks = [self._opus.decode(encoded.data)]
             else:
                 self._other = self._other or get_decoder(codec)
                 decoded = self._other.decode(encoded)

@@ -4,9 +4,8 @@ Through PyAV, each inbound frame became a Packet and an AudioFrame, and each out
 AudioFrame and a Packet, around the same libopus calls; and its encoder's complexity is
 fixed at 10. Measured on this machine, per 20 ms frame of speech: encode at complexity 10
 ~380 µs, at 5 ~190 µs (server/media/opus.py). libopus can decode straight to 16 kHz
-(35 µs against 85 to 100 µs for decode and resample), but that changed a caller's first
-syllables under the greeting enough to lose them more often, so inbound audio is decoded
-at 48 kHz and resampled as before (server/media/inbound_audio.py). Four C functions do not
+(35 µs against 85 to 100 µs for decode and resample), which inbound audio does
+(server/media/inbound_audio.py). Four C functions do not
 justify a wrapper package (``opuslib`` is unmaintained), so they are bound here.
 
 The library is the system's ``libopus.so.0`` when there is one, else the copy PyAV's
