@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, float | int]]:
                     missed += 1
                 else:
                     lateness.append(heard[0] - first_word)
-                    cut += heard[1] - PRE_ROLL > first_word
+                    cut += int(heard[1] - PRE_ROLL > first_word)
         runs = len(clips) * len(offsets)
         late = sum(x > PRE_ROLL for x in lateness) + missed
         report[decode] = {

@@ -6,7 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.realtime.mirror import Mirror, ReplyItem
-from pipeline.realtime.server_turns import UNCLAIMED_SECONDS, ServerResponses
+from pipeline.realtime.server_turns import (
+    MAX_EVENTS,
+    MAX_WAITING,
+    UNCLAIMED_SECONDS,
+    ServerResponses,
+)
 from pipeline.realtime.utterances import Utterances
 from pipeline.realtime.wire import ServerEvent
 
@@ -95,3 +100,20 @@ def test_the_providers_responses_wait_to_be_claimed_and_go_stale() -> None:
     assert [(rid, len(events)) for rid, events in stale] == [("r1", 1)]
     assert responses.claim() == ("r2", [])
     assert responses.claim() is None
+
+
+def test_what_waits_unclaimed_is_bounded_in_responses_and_in_events() -> None:
+    # A caller who keeps making sounds the provider answers and Parley takes for no turn.
+    responses = ServerResponses(clock=lambda: 0.0)
+    for n in range(MAX_WAITING + 3):
+        responses.started(f"r{n}")
+        assert responses.feed(f"r{n}", ServerEvent("response.output_item.added"))
+    assert responses.pushed_out
+    assert [rid for rid, _ in responses.stale()] == ["r0", "r1", "r2"]  # the oldest first
+    assert not responses.pushed_out
+    for _ in range(MAX_EVENTS + 1):  # a long answer no turn claims: its events stop there
+        responses.feed("r3", ServerEvent("response.output_audio.delta"))
+    [(rid, events)] = responses.stale()
+    assert rid == "r3" and len(events) == MAX_EVENTS + 1
+    assert not responses.feed("r3", ServerEvent("response.output_audio.delta"))
+    assert responses.claim() == ("r4", [ServerEvent("response.output_item.added")])

@@ -10,10 +10,11 @@ without the suppression: RNNoise mangled espeak's voice (tiny.en's WER 10.9 → 
 cost hibari in noise (1.0 → 2.3 %) and helped only espeak in noise on a phone line
 (44.7 → 39.4 %; bench/RESULTS.md). While the echo path is unknown the STT hears
 the audio as it came: the canceller may have damped the first syllables of a caller it
-could not yet tell from an echo, and the pre-roll reaches back to them, from a false start
-just before if there was one (:mod:`pipeline.hearing.rejoin`). Speech that began while
-the user was muted is ignored whole, even where it goes on after mute ended: it is not
-transcribed, and it is reported as a discard (:mod:`pipeline.hearing.discards`).
+could not yet tell from an echo, and the recording reaches back to them, 0.3 s beyond the
+pre-roll and from a false start just before if there was one
+(:mod:`pipeline.hearing.rejoin`). Speech that began while the user was muted is ignored
+whole, even where it goes on after mute ended: it is not transcribed, and it is reported
+as a discard (:mod:`pipeline.hearing.discards`).
 
 This module knows the conversation only by the few calls it makes (``feed``, ``tick``,
 whether the user is muted, whether a pause is being judged).

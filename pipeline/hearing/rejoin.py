@@ -9,6 +9,14 @@ greeting (tests/test_greeting_overlap.py failed CI so). A false start followed w
 ``REJOIN_GAP`` by confirmed speech, while the path is unknown, was that speech's start:
 the STT's recording begins at the false start's onset (it hears the audio as it came).
 The VAD and the turn logic keep the VAD's own onset.
+
+Damped syllables that leave no false start just delay the onset: a caller who began
+0-0.6 s into the greeting was confirmed 0.24 s late at the median, 0.35 s at p90 and
+0.44 s at worst (``bench/greeting_onset.py``, hibari's greeting, no echo), and in 27 %
+of runs the STT's 0.3 s pre-roll no longer reached the first word. So while the path is
+unknown the recording reaches ``UNKNOWN_PATH_REACH`` further back (0 of 160 runs then).
+The cost is that much more of the raw audio before the speech: silence, or the bot's
+echo on a speakerphone until the canceller has found it (a second or two).
 """
 
 from __future__ import annotations
@@ -16,14 +24,16 @@ from __future__ import annotations
 from pipeline.events import Event, SpeechFalseStart, SpeechOnset, SpeechStarted
 
 REJOIN_GAP = 0.3  # seconds from a false start's end to the next confirmed onset
+UNKNOWN_PATH_REACH = 0.3  # seconds the STT reaches back beyond its pre-roll meanwhile
 
 
 class FalseStartRejoin:
     """Fed every VAD event (:meth:`see`); :meth:`for_stt` gives the event the STT should
     take in its place."""
 
-    def __init__(self, gap: float = REJOIN_GAP) -> None:
+    def __init__(self, gap: float = REJOIN_GAP, reach: float = UNKNOWN_PATH_REACH) -> None:
         self.gap = gap
+        self.reach = reach
         self._onset: float | None = None  # the latest SpeechOnset's time
         self._cut: tuple[float, float] | None = None  # (onset, end) of the latest false start
 
@@ -34,11 +44,14 @@ class FalseStartRejoin:
             self._cut = (self._onset, event.t)
 
     def for_stt(self, event: Event, path_unknown: bool) -> Event:
-        """``event``, or for a SpeechStarted right after a false start while the echo
-        path is unknown, one dated from the false start's onset."""
+        """``event``, or for a SpeechStarted while the echo path is unknown, one dated
+        ``reach`` earlier, from the onset of a false start right before if there was one."""
         if not isinstance(event, SpeechStarted):
             return event
         cut, self._cut = self._cut, None
-        if path_unknown and cut is not None and 0.0 <= event.t - cut[1] <= self.gap:
-            return SpeechStarted(cut[0])
-        return event
+        if not path_unknown:
+            return event
+        start = event.t
+        if cut is not None and 0.0 <= event.t - cut[1] <= self.gap:
+            start = cut[0]
+        return SpeechStarted(start - self.reach)

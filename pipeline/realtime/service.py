@@ -234,12 +234,7 @@ class RealtimeLLM:
         """Provider's turns: this answer is the provider's response to the turn, whether
         it has started (its events so far replayed) or is yet to (after a grace, Parley
         asks for one itself); stale unclaimed ones are cancelled and deleted."""
-        for _, events in self._server.stale():
-            if not any(e.kind == "response.done" for e in events):
-                self._send(wire.cancel_response())
-            for event in events:
-                if event.kind == "response.output_item.added":
-                    self._send(wire.delete_item(str((event.get("item") or {}).get("id"))))
+        self._drop_unclaimed()
         claimed = self._server.claim()
         if claimed is None:
             self._awaiting.append(response)
@@ -250,6 +245,16 @@ class RealtimeLLM:
         self._responses[response_id] = response
         for event in events:
             self._to_response(event)
+
+    def _drop_unclaimed(self) -> None:
+        """Cancel and delete the provider's responses no turn claimed in time (or pushed
+        out by the bounds of :class:`ServerResponses`)."""
+        for _, events in self._server.stale():
+            if not any(e.kind == "response.done" for e in events):
+                self._send(wire.cancel_response())
+            for event in events:
+                if event.kind == "response.output_item.added":
+                    self._send(wire.delete_item(str((event.get("item") or {}).get("id"))))
 
     def _nudge(self, response: RealtimeResponse, create: dict[str, Any]) -> None:
         if response in self._awaiting and not response.done:
@@ -331,12 +336,15 @@ class RealtimeLLM:
                 self._send(wire.cancel_response())
         elif self.continuous:  # the provider's VAD ended a turn: kept for Parley's answer
             self._server.started(response_id)
+            self._drop_unclaimed()
 
     def _to_response(self, event: wire.ServerEvent) -> None:
         response_id = event.get("response_id") or (event.get("response") or {}).get("id")
         response = self._responses.get(str(response_id))
         if response is None:
             self._server.feed(str(response_id), event)
+            if self._server.pushed_out:
+                self._drop_unclaimed()
             return
         if not response.done:
             response.feed(event)

@@ -23,9 +23,9 @@ from loguru import logger
 from pipeline.task_cancel import cancel_and_wait
 from pipeline.tools.agent import Agent
 from server import __version__
-from server.ops.blas_threads import limit_blas_threads
 from server.ops.metrics import ServerMetrics
 from server.ops.tracing import start_tracing
+from server.process.blas_threads import limit_blas_threads
 from server.session.model_services import Services, build_services
 from server.session.pipeline_params import warm_first_turn
 from server.session.registry import SessionRegistry
