@@ -187,5 +187,9 @@ async def test_forty_texts_in_a_burst_cost_a_few_requests_and_the_rest_are_refus
     assert all("too many typed turns" in m["data"]["error"] for m in refused)
     requests = stub.requests(CHAT)
     assert 1 <= len(requests) <= 3, [r.body["messages"][-1] for r in requests]
-    last = requests[-1].body["messages"][-1]["content"]
-    assert last.startswith("Q0?\nQ1?"), "the burst was one user turn"
+    # The last request holds the whole conversation. On a loaded machine the 40 sends take
+    # over a second, so a refilled token may admit a late text as a turn of its own after
+    # the burst's: the burst is then the user turn before it, still one turn.
+    said = [m["content"] for m in requests[-1].body["messages"] if m["role"] == "user"]
+    assert any(text.startswith("Q0?\nQ1?\nQ2?") for text in said), said  # one user turn
+    assert sum(text.startswith("Q0?") for text in said) == 1, said
