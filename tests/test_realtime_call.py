@@ -119,7 +119,7 @@ async def test_a_question_is_heard_as_audio_and_answered_in_the_models_voice(
         pc_id = client.pc_id
     conversation = realtime.conversations[-1]
     kinds = [(i["role"], "audio" if "audio_ms" in i else "text") for i in conversation]
-    assert kinds == [("assistant", "text"), ("user", "audio"), ("assistant", "audio")]
+    assert kinds == [("assistant", "text"), ("user", "audio"), ("assistant", "audio")], conversation
     assert conversation[0]["content"][0]["text"] == "Hello!"
     assert 1500 < conversation[1]["audio_ms"] < 4000, "the question, as audio"
     record = await transcript(server, pc_id)

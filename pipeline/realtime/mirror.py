@@ -77,6 +77,7 @@ class Mirror:
         self._bound: dict[Key, list[str]] = {}
         self._audio_keys: set[Key] = set()  # user messages bound to committed audio
         self.pending_user: list[str] = []  # committed audio items not yet a message
+        self._current_user: Key | None = None  # the last user message of the context
         self.pending_reply: list[ReplyItem] = []  # the last response's items
         self.skipped = 0  # intermediate async-tool results (not streamable)
 
@@ -94,6 +95,10 @@ class Mirror:
         plan = SyncPlan(instructions)
         carried = self._drop_vanished(set(keys), plan)
         previous = "root"
+        # Committed audio is the current turn's: the last user message (after a new
+        # connection every earlier one is unsent too, and goes as text).
+        users = [key for key, m in zip(keys, body, strict=True) if m.get("role") == "user"]
+        self._current_user = users[-1] if users else None
         for key, message in zip(keys, body, strict=True):
             ids = self._bound.get(key)
             if ids is None:
@@ -129,6 +134,9 @@ class Mirror:
         plan: SyncPlan,
     ) -> list[str]:
         role = message.get("role")
+        if role == "user" and key != self._current_user:
+            text = _text(message.get("content"))
+            return self._create(plan, previous, wire.message_item(self.dialect, "user", text))
         if role == "user":
             audio = carried + self.pending_user
             carried.clear()

@@ -18,6 +18,7 @@ rebuilds the provider's conversation from the context as text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from dataclasses import dataclass
@@ -108,6 +109,11 @@ class RealtimeLLM:
         self.continuous = config.turns != "parley"
         self._server = ServerResponses()
         self._server_speaking = False
+        # An utterance is being sent and not yet committed (Parley's turns): a reply made
+        # at the pause, before the VAD's stop, waits for its item rather than sending the
+        # words as text (the audio would then come after the answer, a second user item).
+        self._no_utterance_open = asyncio.Event()
+        self._no_utterance_open.set()
 
     # -- the connection ------------------------------------------------------------------
 
@@ -180,12 +186,15 @@ class RealtimeLLM:
     def append_audio(self, pcm: bytes) -> None:
         """24 kHz PCM of an utterance being spoken."""
         if self.connected:
+            if not self.continuous:
+                self._no_utterance_open.clear()
             self._send(wire.append_audio(pcm))
         elif not self.closed:
             self.start()  # lost while the call went on: back for the next utterance
 
     def commit(self, onset: float) -> None:
         """The utterance that began at ``onset`` has ended: one user audio item."""
+        self._no_utterance_open.set()
         if self.connected:
             self._utterances.sent(onset)
             self._committed.clear()
@@ -260,8 +269,15 @@ class RealtimeLLM:
         if response in self._awaiting and not response.done:
             self._send(create)  # the provider's VAD started nothing: answer anyway
 
+    async def _until_committed(self) -> None:
+        """Wait (up to ``COMMIT_WAIT``) for the utterance being sent to be committed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_utterance_open.wait(), COMMIT_WAIT)
+
     async def _sync(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
         await self._ready()
+        if not self._no_utterance_open.is_set():  # a reply made at the pause: the stop is near
+            await self._until_committed()
         if self._utterances.in_flight or self._server_speaking:  # its item must exist
             try:
                 await asyncio.wait_for(self._committed.wait(), COMMIT_WAIT)
