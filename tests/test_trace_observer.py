@@ -114,7 +114,8 @@ async def test_a_call_is_traced_span_by_span_without_its_words(
     assert decision.attributes["parley.turn.wait_ms"] >= 0
     assert decision.end <= user_turn.end + 5_000_000
     (stt,) = children(spans, user_turn, "stt")
-    assert stt.attributes["parley.processing_ms"] > 0
+    # The STT's time after the stop: 0 when its early pass (at the pause) was in by then.
+    assert stt.attributes["parley.processing_ms"] >= 0
     assert stt.attributes["parley.stt.characters"] == len(QUESTION)
 
     asking, answering = sorted(children(spans, call, "bot_turn"), key=lambda s: s.start)
