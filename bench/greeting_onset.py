@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.greeting_overlap import GREETING, QUESTIONS, VOICES
 from pipeline.audio.echo import EchoCanceller, EchoPath
 from pipeline.audio.resampling import StreamResampler, resample
 from pipeline.events import SpeechStarted
@@ -37,15 +38,6 @@ from testkit.openai_stub.script import TTS_RATE
 from testkit.turn_clips import RATE, TurnClip, complete_clip
 from testkit.voices import render
 
-QUESTIONS = (
-    "Can you tell me what the answer is?",
-    "What time does the museum open?",
-    "Is the pharmacy open on Sundays?",
-    "Where can I park my car tonight?",
-    "Do I need a reservation for dinner?",
-)
-VOICES = ("hibari", "espeak")
-GREETING = "Hello! How can I help you today?"
 WIDE = 48000
 FRAME = WIDE // 50  # 20 ms at 48 kHz
 PRE_ROLL = 0.3  # what the transcriber keeps before the VAD's onset
