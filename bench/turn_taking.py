@@ -50,6 +50,7 @@ from testkit.measure import stats
 from testkit.rtc_client import RTCTestClient
 from testkit.targets import start_stub, start_target
 from testkit.turn_clips import (
+    AFTERTHOUGHT,
     COMPLETE,
     HELD_OUT_COMPLETE,
     HELD_OUT_PAUSED,
@@ -198,7 +199,11 @@ def summarise(results: list[dict], voice: str) -> dict[str, Any]:
     }
 
 
-SENTENCES = {"bench": (COMPLETE, PAUSED), "held-out": (HELD_OUT_COMPLETE, HELD_OUT_PAUSED)}
+SENTENCES = {
+    "bench": (COMPLETE, PAUSED),
+    "held-out": (HELD_OUT_COMPLETE, HELD_OUT_PAUSED),
+    "afterthought": ((), AFTERTHOUGHT),
+}
 
 
 def question_slugs() -> set[str]:

@@ -100,6 +100,21 @@ HELD_OUT_PAUSED = (
 )
 
 
+# A complete question, a pause, then an afterthought that narrows it (written before any
+# run, like the held-out set): what the wait of a question the model calls unfinished
+# (``question_wait[1]``) protects. No other paused turn here reads as a question at its
+# pause. Talking over one costs a started answer that pauses and is asked again with the
+# whole question, not a lost turn.
+AFTERTHOUGHT = (
+    ("afterthought", "What time does the museum open on Sundays?", "open"),
+    ("afterthought", "Is there a bank near the hotel that is open late?", "hotel"),
+    ("afterthought", "Can I bring my dog on the train to Boston?", "train"),
+    ("afterthought", "Do you have a table for four at eight tonight?", "four"),
+    ("afterthought", "How long does the drive take in the morning?", "take"),
+    ("afterthought", "Where can I buy a ticket for the concert tomorrow?", "concert"),
+)
+
+
 @dataclass
 class Word:
     text: str  # as written in the sentence, punctuation included

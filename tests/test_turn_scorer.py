@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.events import (
     Event,
+    SpeechPausing,
     SpeechStarted,
     SpeechStopped,
     TurnEndScore,
@@ -17,7 +18,12 @@ from pipeline.events import (
     UserTurnStopped,
 )
 from pipeline.hearing.smart_turn import WINDOW, SmartTurnModel
-from pipeline.hearing.turn_scorer import PRE_ROLL_SECONDS, TurnScorer, TurnScoring
+from pipeline.hearing.turn_scorer import (
+    PRE_ROLL_SECONDS,
+    SCORED_SILENCE,
+    TurnScorer,
+    TurnScoring,
+)
 from pipeline.services.workers import PoolSaturated
 from testkit.turn_clips import RATE, render
 
@@ -87,6 +93,43 @@ async def test_a_pause_in_a_turn_is_scored_once_with_its_speech_end(scorer: Turn
     assert isinstance(score, TurnEndScore) and score.t == 42.0
     assert score.speech_end == 0.5 + speech.size / RATE and score.probability > 0.9
     assert scoring.last is not None and scoring.last.inference > 0
+    await scoring.close()
+
+
+async def test_an_early_pause_is_scored_once_its_silence_is_in(scorer: TurnScorer) -> None:
+    events: list[Event] = []
+    scoring = TurnScoring(scorer, events.append)
+    t = feed(scoring, ramp(1.0))  # the speech ends at 1.0
+    scoring.handle(SpeechStarted(0.2))
+    scoring.handle(UserTurnStarted(0.4, "vad"))
+    scoring.handle(SpeechPausing(1.0 - 0.04))  # 40 ms of silence so far
+    t = feed(scoring, np.zeros(FRAME, np.int16), t)
+    await asyncio.sleep(0.05)
+    assert t < 0.96 + SCORED_SILENCE and scoring.last is None  # not yet
+    t = feed(scoring, np.zeros(3 * FRAME, np.int16), t)
+    scoring.handle(SpeechStopped(0.96))  # the same pause: not scored again
+    for _ in range(200):
+        if events:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert [e.speech_end for e in events if isinstance(e, TurnEndScore)] == [0.96]
+    await scoring.close()
+
+
+async def test_a_stop_scores_a_pause_whose_silence_never_came(scorer: TurnScorer) -> None:
+    events: list[Event] = []
+    scoring = TurnScoring(scorer, events.append)
+    feed(scoring, ramp(1.0))
+    scoring.handle(SpeechStarted(0.2))
+    scoring.handle(UserTurnStarted(0.4, "vad"))
+    scoring.handle(SpeechPausing(0.98))
+    scoring.handle(SpeechStopped(0.98))  # the audio stopped (the VAD's idle timeout)
+    for _ in range(200):
+        if events:
+            break
+        await asyncio.sleep(0.01)
+    assert [e.speech_end for e in events if isinstance(e, TurnEndScore)] == [0.98]
     await scoring.close()
 
 

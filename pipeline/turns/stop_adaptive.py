@@ -30,8 +30,9 @@ are in) the strategy *predicts* the end (:meth:`pop_prediction`), so an answer c
 prepared, held, and played the moment the turn does end. ``lead`` is a callable: the
 session passes its measured reply latency.
 
-Early: at ``SpeechPausing`` (the first ~0.1 s of silence, before the VAD's stop) the
-words and the model are asked on speculation; their answers come as an interim
+Early: at ``SpeechPausing`` (the first ~64 ms of silence, before the VAD's stop) the
+words are asked on speculation, and the model once ~0.1 s is in (the scorer waits for
+it, :mod:`pipeline.hearing.turn_scorer`); their answers come as an interim
 transcription and a score for that speech end. If they already say "done" (a question,
 a confident model: no wait), the end is predicted at once, so the held reply is being
 made while the stop window runs out. The turn still ends no earlier than the stop: the

@@ -36,11 +36,12 @@ class TurnSettings(BaseModel):
         description="Silence before the VAD reports a stop: the earliest a turn can end.",
     )
     vad_pause_secs: float = Field(
-        0.1,
+        0.064,
         ge=0,
-        description="Silence after which the words and the end-of-turn model are asked "
-        "on speculation, before the stop window closes, so that their answers (and a "
-        "held reply to a clear question) are ready at the stop; 0: only at the stop. "
+        description="Silence after which the words (and, from 96 ms of silence on, the "
+        "end-of-turn model) are asked on speculation, before the stop window closes, so "
+        "that their answers (and a held reply to a clear question) are ready at the "
+        "stop; 0: only at the stop. "
         "A pause the user talks through costs one extra STT request.",
     )
     turn_end: Literal["adaptive", "fixed"] = Field(
