@@ -42,6 +42,14 @@ def feed(scoring: TurnScoring, audio: np.ndarray, t0: float = 0.0) -> float:
     return t0 + (audio.size - audio.size % FRAME) / RATE
 
 
+async def until_any(events: list[Event]) -> None:
+    """Wait (at most 2 s) for the first event to come in."""
+    for _ in range(200):
+        if events:
+            return
+        await asyncio.sleep(0.01)
+
+
 def ramp(seconds: float) -> np.ndarray:
     """Samples that say where they came from: sample i holds i % 30000."""
     return (np.arange(round(seconds * RATE)) % 30000).astype(np.int16)
@@ -84,10 +92,7 @@ async def test_a_pause_in_a_turn_is_scored_once_with_its_speech_end(scorer: Turn
     scoring.handle(SpeechStarted(0.5))
     scoring.handle(UserTurnStarted(0.7, "vad"))
     scoring.handle(SpeechStopped(0.5 + speech.size / RATE))
-    for _ in range(200):
-        if events:
-            break
-        await asyncio.sleep(0.01)
+    await until_any(events)
     assert len(events) == 1
     score = events[0]
     assert isinstance(score, TurnEndScore) and score.t == 42.0
@@ -108,10 +113,7 @@ async def test_an_early_pause_is_scored_once_its_silence_is_in(scorer: TurnScore
     assert t < 0.96 + SCORED_SILENCE and scoring.last is None  # not yet
     t = feed(scoring, np.zeros(3 * FRAME, np.int16), t)
     scoring.handle(SpeechStopped(0.96))  # the same pause: not scored again
-    for _ in range(200):
-        if events:
-            break
-        await asyncio.sleep(0.01)
+    await until_any(events)
     await asyncio.sleep(0.05)
     assert [e.speech_end for e in events if isinstance(e, TurnEndScore)] == [0.96]
     await scoring.close()
@@ -125,10 +127,7 @@ async def test_a_stop_scores_a_pause_whose_silence_never_came(scorer: TurnScorer
     scoring.handle(UserTurnStarted(0.4, "vad"))
     scoring.handle(SpeechPausing(0.98))
     scoring.handle(SpeechStopped(0.98))  # the audio stopped (the VAD's idle timeout)
-    for _ in range(200):
-        if events:
-            break
-        await asyncio.sleep(0.01)
+    await until_any(events)
     assert [e.speech_end for e in events if isinstance(e, TurnEndScore)] == [0.98]
     await scoring.close()
 
@@ -150,10 +149,7 @@ async def test_a_newer_pause_drops_the_older_request_still_queued(scorer: TurnSc
     assert scorer.pool.stats().dropped == dropped + 1  # never ran
     gate.set()
     await blocker
-    for _ in range(200):
-        if events:
-            break
-        await asyncio.sleep(0.01)
+    await until_any(events)
     assert [e.speech_end for e in events if isinstance(e, TurnEndScore)] == [0.9]
     await scoring.close()
 
