@@ -13,9 +13,18 @@ class Target(asyncio.DatagramProtocol):
 
     def __init__(self) -> None:
         self.datagrams = 0
+        self._heads: list[bytes] = []  # the first few datagrams, for :meth:`checks_for`
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         self.datagrams += 1
+        if len(self._heads) < 16:
+            self._heads.append(data[:512])
+
+    def checks_for(self, ufrag: str) -> int:
+        """Datagrams (of the first 16) naming ``ufrag``: a server's ICE checks toward the
+        offer with that ufrag carry it in their USERNAME. Other tests' peers on this
+        machine may reach a port once theirs (a port reused) and are not counted."""
+        return sum(ufrag.encode() in head for head in self._heads)
 
 
 @contextlib.asynccontextmanager
