@@ -22,8 +22,10 @@ BITRATE = 32000
 # 10, as PyAV's wrapper used. 5 (libwebrtc's on phones) halves the cost on speech (~190 µs a
 # frame against ~380 µs here), but the echo test over WebRTC
 # (tests/test_interruptions_webrtc.py, the bot's own voice at -10 dB) heard a false start
-# in 2 of 4 runs: AEC3 models the played PCM, not what the codec made of it. Left for a
-# measured change.
+# in 2 of 4 runs: AEC3 models the played PCM, not what the codec made of it. (That test
+# also failed in 11 of 52 runs at 10, from holes in the canceller's reference, since
+# fixed.) At 20 talking calls (bench/load.py) 5 saved nothing measurable: 3.7-3.8 % of a
+# core a call, against 3.3-3.7 at 10, so it stays.
 COMPLEXITY = 10
 # Silent frames encoded before the packet is reused: by then the encoder's state (and so
 # the decoder's) is that of silence, and the next speech starts from where it would.
