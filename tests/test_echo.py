@@ -10,6 +10,7 @@ from pywebrtc_audio import EchoCanceller as AEC3
 
 from pipeline.audio.echo import (
     MAX_DELAY,
+    MAX_QUEUED,
     RESIDUE_GAIN,
     EchoCanceller,
     EchoPath,
@@ -121,6 +122,22 @@ def test_the_echo_never_reaches_the_vad_when_the_tracks_frames_are_late(
     assert starts == []
     assert canceller.passed == 0  # no loud frame of the echo went through as it came
     assert canceller.state is EchoPath.PRESENT
+
+
+def test_played_audio_waiting_for_the_microphone_is_bounded(bot: np.ndarray) -> None:
+    # The inbound stream stalls while the bot plays 3 s: only the newest MAX_QUEUED
+    # samples wait to be paired, and pairing resumes with them.
+    canceller = EchoCanceller()
+    seconds = 3 * RATE
+    for i in range(0, seconds, FRAME):
+        canceller.played(bot[i : i + FRAME].tobytes(), RATE, i / RATE)
+    assert canceller._far.size == MAX_QUEUED
+    heard = np.zeros(MAX_QUEUED, np.int16)
+    canceller.process(heard.tobytes(), seconds / RATE)
+    assert canceller._far.size == 0
+    # What was paired with that silence is the bot's last MAX_QUEUED samples, in order.
+    played = canceller._played.read()[-MAX_QUEUED:]
+    assert np.array_equal(played, bot[seconds - MAX_QUEUED : seconds])
 
 
 def test_with_no_echo_the_users_voice_passes_untouched(bot: np.ndarray, user: np.ndarray) -> None:
