@@ -222,6 +222,7 @@ def aggregate(
         "users": args.users,
         "turns": args.turns,
         "barge_in_every": args.barge_in_every,
+        "bot_voice": getattr(args, "bot_voice", "buzz"),
         "stub_delays_ms": {
             "stt": args.stt_delay * 1000,
             "llm_first_token": args.llm_delay * 1000,
@@ -327,6 +328,9 @@ def main() -> None:
     parser.add_argument("--tts-delay", type=float, default=0.1)
     parser.add_argument("--tts-seconds-per-char", type=float, default=0.06,
                         help="stub speech length; 0.06 s is about a human rate")  # fmt: skip
+    parser.add_argument("--bot-voice", choices=("speech", "buzz"), default="speech",
+                        help="what the stub's TTS says: a recorded voice, or the buzz the "
+                             "benches used before (Opus encodes it at half the CPU)")  # fmt: skip
     parser.add_argument("--vad-stop-secs", type=float, default=0.2)
     parser.add_argument("--user-speech-timeout", type=float, default=0.6)
     parser.add_argument("--stagger", type=float, default=0.25, help="s between user starts")

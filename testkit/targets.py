@@ -61,6 +61,7 @@ def start_stub(
         "tts_seconds_per_char": args.tts_seconds_per_char,
         "default_text": answer,
         "transcript": transcript,
+        "tts_voice": getattr(args, "bot_voice", "buzz"),
     }
     if process:
         return StubProcess(fields)

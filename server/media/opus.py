@@ -19,14 +19,14 @@ RATE = 48000
 FRAME_SAMPLES = 960  # 20 ms
 TIME_BASE = fractions.Fraction(1, RATE)
 BITRATE = 32000
-# 10, as PyAV's wrapper used. 5 (libwebrtc's on phones) halves the cost on speech (~190 µs a
-# frame against ~380 µs here), but the echo test over WebRTC
-# (tests/test_interruptions_webrtc.py, the bot's own voice at -10 dB) heard a false start
-# in 2 of 4 runs: AEC3 models the played PCM, not what the codec made of it. (That test
-# also failed in 11 of 52 runs at 10, from holes in the canceller's reference, since
-# fixed.) At 20 talking calls (bench/load.py) 5 saved nothing measurable: 3.7-3.8 % of a
-# core a call, against 3.3-3.7 at 10, so it stays.
-COMPLEXITY = 10
+# 5, libwebrtc's on phones. On speech it halves the encoder's CPU: 138-143 µs a 20 ms frame
+# against 255-329 µs at 10 (PyAV's, used before), for packets within 3 % of the same size;
+# the bot speaks for about half of a call, so that is ~0.3 % of a core a call. The stub's
+# buzz is no guide here: it costs 87 µs at 10 and 136 at 5, which is why bench/load.py,
+# on the buzz, measured no saving until it spoke a recorded voice (--bot-voice). The
+# bot's own echo over WebRTC (tests/test_interruptions_webrtc.py, -10 dB) reached the VAD
+# in 2 of 4 runs at 5 while the canceller's reference had holes; with them fixed, 0 of 12.
+COMPLEXITY = 5
 # Silent frames encoded before the packet is reused: by then the encoder's state (and so
 # the decoder's) is that of silence, and the next speech starts from where it would.
 SETTLE_FRAMES = 10

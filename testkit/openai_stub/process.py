@@ -13,6 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
+from testkit.openai_stub.audio import spoken
 from testkit.openai_stub.server import OpenAIStub
 
 
@@ -47,6 +48,8 @@ def main() -> None:
     stub = OpenAIStub()
     for name, value in json.loads(sys.argv[1]).items():
         setattr(stub.config, name, value)
+    if stub.config.tts_voice == "speech":
+        spoken(1)  # made once, before the first request waits for it
     stub.start()
     print(stub.base_url, stub.api_key, flush=True)
     sys.stdin.read()  # until the parent closes our stdin (or dies)
