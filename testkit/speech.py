@@ -54,16 +54,17 @@ SENTENCE_A = "The quick brown fox jumps over the lazy dog."
 SENTENCE_B = "Please call me back when you get a chance tomorrow."
 
 
-def espeak(text: str) -> np.ndarray:
-    """A sentence as 16 kHz int16 samples (espeak-ng writes 22050 Hz)."""
+def espeak(text: str, rate: int = SAMPLE_RATE) -> np.ndarray:
+    """A sentence as int16 samples at ``rate`` (16 kHz unless told; espeak-ng writes
+    22050 Hz)."""
     binary = shutil.which("espeak-ng")
     if binary is None:
         pytest.fail("espeak-ng is missing: apt-get install espeak-ng")
     wav = subprocess.run([binary, "--stdout", text], check=True, capture_output=True).stdout
     with wave.open(io.BytesIO(wav)) as src:
-        rate = src.getframerate()
+        source_rate = src.getframerate()
         samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
-    return resample(samples, rate, SAMPLE_RATE)
+    return resample(samples, source_rate, rate)
 
 
 @dataclass

@@ -5,8 +5,6 @@ from __future__ import annotations
 import functools
 import io
 import math
-import shutil
-import subprocess
 import wave
 from collections.abc import AsyncIterator
 
@@ -14,7 +12,6 @@ import numpy as np
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from pipeline.audio.resampling import resample
 from testkit.openai_stub.core import StubCore
 from testkit.openai_stub.faults import Fault, Truncated, error_response
 from testkit.openai_stub.script import TTS_RATE, RecordedRequest
@@ -41,14 +38,11 @@ PARAGRAPH = (
 
 @functools.cache
 def _paragraph() -> np.ndarray:
-    binary = shutil.which("espeak-ng")
-    if binary is None:
-        raise RuntimeError("the stub's speech voice needs espeak-ng: apt-get install espeak-ng")
-    wav = subprocess.run([binary, "--stdout", PARAGRAPH], check=True, capture_output=True).stdout
-    with wave.open(io.BytesIO(wav)) as src:
-        rate = src.getframerate()
-        samples = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
-    return _short_pauses(resample(samples, rate, TTS_RATE))
+    # Imported here: testkit.speech loads pytest and onnxruntime, which a stub that
+    # buzzes (every test's) has no use for.
+    from testkit.speech import espeak
+
+    return _short_pauses(espeak(PARAGRAPH, TTS_RATE))
 
 
 def _short_pauses(samples: np.ndarray, block: int = TTS_RATE // 100, keep: int = 8) -> np.ndarray:
