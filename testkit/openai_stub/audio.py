@@ -45,21 +45,24 @@ def _paragraph() -> np.ndarray:
     return _short_pauses(espeak(PARAGRAPH, TTS_RATE))
 
 
+_QUIET_RMS = 300.0  # a 10 ms block at or below this counts as a pause
+
+
 def _short_pauses(samples: np.ndarray, block: int = TTS_RATE // 100, keep: int = 8) -> np.ndarray:
     """``samples`` with every quiet stretch cut to ``keep`` 10 ms blocks, and none at either
     end: the voice is never quiet for the 200 ms that the benches read as the bot stopped,
     and its first frame is loud (voice-to-voice is timed to it)."""
-    usable = samples[: samples.size - samples.size % block].reshape(-1, block)
-    rms = np.sqrt((usable.astype(np.float64) ** 2).mean(axis=1))
-    kept: list[np.ndarray] = []
+    blocks = samples[: samples.size - samples.size % block].reshape(-1, block)
+    loud = np.sqrt((blocks.astype(np.float64) ** 2).mean(axis=1)) > _QUIET_RMS
+    kept: list[int] = []
     quiet = 0
-    for row, level in zip(usable, rms, strict=True):
-        quiet = quiet + 1 if level <= 300 else 0
+    for index, is_loud in enumerate(loud):
+        quiet = 0 if is_loud else quiet + 1
         if quiet <= keep:
-            kept.append(row)
-    rows = np.stack(kept)
-    voiced = np.flatnonzero(np.sqrt((rows.astype(np.float64) ** 2).mean(axis=1)) > 300)
-    return rows[voiced[0] : voiced[-1] + 1].reshape(-1)
+            kept.append(index)
+    voiced = [index for index in kept if loud[index]]
+    first, last = kept.index(voiced[0]), kept.index(voiced[-1])
+    return blocks[kept[first : last + 1]].reshape(-1)
 
 
 def spoken(n: int) -> np.ndarray:
