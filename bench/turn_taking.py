@@ -48,6 +48,7 @@ import httpx
 from testkit.clip_ear import ClipEar
 from testkit.measure import stats
 from testkit.rtc_client import RTCTestClient
+from testkit.rtp_loss import PacketLoss, random_loss
 from testkit.targets import start_stub, start_target
 from testkit.turn_clips import (
     AFTERTHOUGHT,
@@ -119,9 +120,15 @@ async def stage_sums(url: str) -> dict[str, float]:
 
 
 async def run_clips(
-    url: str, ear: ClipEar, clips: list[TurnClip], folder: Path, breakdown: bool = False
+    url: str,
+    ear: ClipEar,
+    clips: list[TurnClip],
+    folder: Path,
+    breakdown: bool = False,
+    loss: float = 0.0,
 ) -> dict:
-    client = RTCTestClient(url, jitter_frames=1)
+    lossy = PacketLoss(random_loss(loss, seed=1)) if loss else None
+    client = RTCTestClient(url, jitter_frames=1, loss=lossy)
     results = []
     try:
         await client.connect()
@@ -135,7 +142,8 @@ async def run_clips(
                 results[-1]["stages_ms"] = {k: round(1000 * (after[k] - before[k])) for k in after}
     finally:
         await client.close()
-    return {"pc_id": client.pc_id, "clips": results}
+    lost = {"packets_sent": lossy.sent, "packets_lost": len(lossy.lost)} if lossy else {}
+    return {"pc_id": client.pc_id, "clips": results, **lost}
 
 
 def metric_values(text: str, name: str) -> dict[str, float]:
@@ -224,7 +232,8 @@ def run_target(target: str, args: argparse.Namespace, clips: list[TurnClip], fol
     language = {"PARLEY_LANGUAGE": args.language, **dict(kv.split("=", 1) for kv in args.set)}
     server = start_target(kind, args, stub, folder / f"{target}.log", env=language)
     try:
-        out = asyncio.run(run_clips(server.url, ear, clips, folder, breakdown=kind == "parley"))
+        breakdown = kind == "parley"
+        out = asyncio.run(run_clips(server.url, ear, clips, folder, breakdown, args.loss))
         if kind == "parley":
             out["server"] = server_figures(server.url, out["pc_id"], len(clips))
         llm_calls = sum(1 for r in stub.requests() if r.path.endswith("/chat/completions"))
@@ -283,6 +292,8 @@ def main() -> None:
         metavar="PARLEY_X=VALUE",
         help="another Parley setting (repeatable)",
     )
+    parser.add_argument("--loss", type=float, default=0.0,
+                        help="%% of the caller's audio packets lost on the way")  # fmt: skip
     parser.add_argument("--limit", type=int, default=0, help="only the first N clips (0: all)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args()
@@ -303,6 +314,7 @@ def main() -> None:
         "sentences": args.sentences if args.language == "en" else args.language,
         "language": args.language,
         "punctuation": not args.unpunctuated,
+        "loss_pct": args.loss,
         "targets": {},
     }  # fmt: skip
     for target in args.targets.split(","):

@@ -29,14 +29,18 @@ from aiortc import (
     RTCPeerConnection,
     RTCSessionDescription,
 )
+from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamError
 from av import Packet
 
 from pipeline.task_cancel import cancel_and_wait
-from server.media.inbound_audio import InboundAudio, set_jitter_prefetch
+from server.media.inbound_audio import InboundAudio
 from server.media.opus import OpusEncoder
 from server.rtvi import server_messages
 from testkit.openai_stub import OpenAIStub
+from testkit.rtp_loss import PacketLoss
+
+_JITTER = "_RTCRtpReceiver__jitter_buffer"  # aiortc 1.16's name
 
 
 def split_candidates(sdp: str) -> tuple[str, list[str]]:
@@ -144,8 +148,10 @@ class RTCTestClient:
         echo: tuple[float, float] | None = None,
         camera: MediaStreamTrack | None = None,
         rtvi_version: str = "1.4.0",
+        loss: PacketLoss | None = None,
     ) -> None:
-        """``echo``: ``(gain dB, delay s)`` at which the bot's audio comes back into the
+        """``loss``: the microphone's packets lost on the way (:mod:`testkit.rtp_loss`).
+        ``echo``: ``(gain dB, delay s)`` at which the bot's audio comes back into the
         microphone, as from a loudspeaker with no echo cancellation. ``camera``: a video
         track to send on mid 1 (``testkit.rtc_camera.ColourCamera``); else mid 1 sends none,
         as a browser with the camera off. ``rtvi_version``: what ``client-ready`` announces."""
@@ -163,10 +169,15 @@ class RTCTestClient:
         # Transceivers first, then the channel: with max-bundle, aiortc makes the first
         # transport it creates the bundle's, and it must be mid 0's (audio).
         audio = self.pc.addTransceiver(self.mic, direction="sendrecv")
-        if jitter_frames is not None:  # aiortc's 80 ms default is a client-side delay
-            set_jitter_prefetch(audio.receiver, jitter_frames)
-        # Received audio is decoded on this loop, as the server does (16 kHz mono).
+        self._audio_sender, self.loss = audio.sender, loss
+        # Received audio is decoded on this loop, as the server does (16 kHz mono), but
+        # through aiortc's own jitter buffer, as before the server had its own: what the
+        # client measures stays comparable across versions of the server. It holds each
+        # packet until the next one comes (and ``jitter_frames`` packets, 4 by default:
+        # an 80 ms client-side delay that benches set to 1).
         InboundAudio(self._on_pcm).attach(audio.receiver)
+        prefetch = 4 if jitter_frames is None else jitter_frames
+        setattr(audio.receiver, _JITTER, JitterBuffer(capacity=16, prefetch=prefetch))
         self.pc.addTransceiver(camera or "video", direction="sendrecv")
         self.channel = self.pc.createDataChannel("chat", ordered=True)
         self.messages: list[dict[str, Any]] = []
@@ -201,6 +212,8 @@ class RTCTestClient:
         offer = sdp if trickle else self.pc.localDescription.sdp
         answer = await self.post_offer(offer, restart_pc=restart_pc)
         await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
+        if self.loss is not None:
+            self.loss.install(self._audio_sender)
         if trickle:
             items = [{"candidate": c, "sdp_mid": "0", "sdp_mline_index": 0} for c in candidates]
             items.append({"candidate": "", "sdp_mid": "0", "sdp_mline_index": 0})

@@ -8,7 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 from aiortc import RTCPeerConnection
 
-from server.media.inbound_audio import InboundAudio, set_jitter_prefetch
+from server.media.audio_jitter import AudioJitter, Released
+from server.media.inbound_audio import MAX_CONCEALED, InboundAudio
+from server.media.libopus import Encoder
 from server.media.opus import OpusEncoder
 
 OPUS = SimpleNamespace(name="opus")
@@ -67,13 +69,51 @@ async def test_attach_takes_over_the_receivers_queue_and_its_thread_ends() -> No
     await pc.close()
 
 
-async def test_jitter_prefetch_replaces_aiortcs_buffer_before_media() -> None:
+async def test_attach_gives_the_receiver_our_jitter_buffer_and_a_renegotiation_keeps_it() -> None:
     pc = RTCPeerConnection()
     receiver = pc.addTransceiver("audio").receiver
-    set_jitter_prefetch(receiver, 1)
+    inbound = InboundAudio(lambda frame: None, hold=2)
+    inbound.attach(receiver)
     buffer = receiver._RTCRtpReceiver__jitter_buffer  # the name aiortc 1.16 uses
-    assert buffer._prefetch == 1 and buffer.capacity == 16
-    set_jitter_prefetch(receiver, 1)  # a renegotiation keeps the buffer (and its packets)
-    assert receiver._RTCRtpReceiver__jitter_buffer is buffer
+    assert isinstance(buffer, AudioJitter) and buffer is inbound.jitter and buffer.hold == 2
+    assert AudioJitter.install(receiver, 2) is buffer  # a renegotiation keeps its packets
     await pc.close()
     await asyncio.sleep(0)
+
+
+def lossy_tone_packets(fec: int) -> list[bytes]:
+    """A steady 440 Hz tone as 20 ms Opus packets, with in-band FEC for ``fec`` % loss."""
+    encoder = Encoder(48000, 32000, 5)
+    encoder.expect_loss(fec)
+    samples = tone(1.0, 440.0)
+    return [encoder.encode(samples[i : i + 960].tobytes()) for i in range(0, 48000, 960)]
+
+
+def test_lost_packets_are_concealed_so_the_audio_keeps_time() -> None:
+    for fec in (0, 20):  # extrapolated, and rebuilt from the next packet's copy
+        frames: list[bytes] = []
+        inbound = InboundAudio(frames.append)
+        packets = lossy_tone_packets(fec)
+        for i, data in enumerate(packets):
+            if i in (20, 30, 31):
+                continue  # never arrived
+            lost = 1 if i == 21 else 2 if i == 32 else 0
+            inbound.put((OPUS, Released(i * 960, [(data, lost)])))
+        assert inbound.concealed == 3 and inbound.decode_errors == 0
+        # Every packet's 20 ms is there, the three lost ones included, in one chunk each.
+        assert len(frames) == len(packets) - 3
+        pcm = np.frombuffer(b"".join(frames), np.int16).astype(np.float32)
+        assert pcm.size == 320 * len(packets)
+        # Where packet 20 was, the tone goes on (not a hole of silence).
+        hole = pcm[20 * 320 : 21 * 320]
+        assert np.sqrt(np.mean(hole * hole)) > 0.3 * 8000 / np.sqrt(2), fec
+
+
+def test_a_long_outage_is_not_filled_in() -> None:
+    frames: list[bytes] = []
+    inbound = InboundAudio(frames.append)
+    packets = lossy_tone_packets(0)
+    inbound.put((OPUS, Released(0, [(packets[0], 0)])))
+    inbound.put((OPUS, Released(960, [(packets[1 + MAX_CONCEALED + 1], MAX_CONCEALED + 1)])))
+    assert inbound.concealed == 0
+    assert sum(len(f) for f in frames) // 2 == 320 * 2

@@ -44,6 +44,8 @@ FAMILIES = {
     "parley_errors": "counter",
     "parley_http_responses": "counter",
     "parley_audio_packets_dropped": "counter",
+    "parley_audio_packets_lost": "counter",
+    "parley_audio_packets_late": "counter",
     "parley_event_loop_lag_seconds": "histogram",
     "parley_event_loop_lag_max_seconds": "gauge",
     "parley_threads": "gauge",

@@ -37,6 +37,9 @@ class SessionInfo(BaseModel):
     pings: int = 0
     audio_frames_in: int
     audio_packets_dropped: int = 0  # over the audio budget, before decoding
+    audio_packets_lost: int = 0  # WebRTC: never arrived (concealed when few)
+    audio_packets_late: int = 0  # WebRTC: arrived behind the sequence, dropped
+    audio_packets_concealed: int = 0  # WebRTC: lost ones filled in by the decoder
     track_status: dict[str, bool | None] = {}
     provider: str | None = None  # a phone call's telephony provider
     call_id: str | None = None  # the provider's id of the call

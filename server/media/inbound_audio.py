@@ -6,7 +6,10 @@ one mono 20 ms frame costs less than that hop. So :class:`InboundAudio` stands i
 receiver's decoder queue and decodes on the event loop, in mono, as frames leave the
 jitter buffer; Opus through libopus (:mod:`server.media.libopus`) straight at 16 kHz,
 another codec through aiortc's decoder, then a resample to 16 kHz. The receiver's decoder thread is
-told to end at once.
+told to end at once. Its jitter buffer gives way to :class:`~server.media.audio_jitter.AudioJitter`,
+which hands each packet on as it comes and says how many were lost before it: a lost Opus
+packet is concealed (from the next one's FEC, or extrapolated) so that the audio keeps
+time, up to ``MAX_CONCEALED`` in a row; a longer outage is left out.
 
 Before any of that, a session's :class:`PacketGate` caps the audio packets its receivers
 take in: every packet admitted is decoded, echo-cancelled and fed to the VAD on the event
@@ -29,16 +32,19 @@ from typing import Any
 
 from aiortc import RTCRtpReceiver
 from aiortc.codecs import get_decoder
-from aiortc.jitterbuffer import JitterBuffer
+from aiortc.jitterbuffer import JitterFrame
 from loguru import logger
 
 from pipeline.audio.resampling import StreamResampler
 from server.guards.rate_limit import Clock, TokenBucket
+from server.media.audio_jitter import AudioJitter
 from server.media.libopus import Decoder
 
 RATE = 16000
+# The most lost packets in a row concealed (100 ms at 20 ms): a longer gap is an outage,
+# and extrapolating speech through it would invent some, so it is left out.
+MAX_CONCEALED = 5
 
-_JITTER = "_RTCRtpReceiver__jitter_buffer"
 _QUEUE = "_RTCRtpReceiver__decoder_queue"
 _THREAD = "_RTCRtpReceiver__decoder_thread"
 _HANDLE_RTP = "_handle_rtp_packet"  # what RTCDtlsTransport calls with each RTP packet
@@ -95,20 +101,11 @@ class PacketGate:
         async def gated(packet: Any, arrival_time_ms: int) -> None:
             if self.admit():
                 await handle(packet, arrival_time_ms=arrival_time_ms)
+            elif (jitter := AudioJitter.of(receiver)) is not None:
+                jitter.skip(packet)  # dropped here, not lost on the way: nothing to conceal
 
         gated.packet_gate = self  # type: ignore[attr-defined]  # a mark guard() looks for
         setattr(receiver, _HANDLE_RTP, gated)
-
-
-def set_jitter_prefetch(receiver: RTCRtpReceiver, frames: int) -> None:
-    """Make an audio receiver hold ``frames`` packets (20 ms each) before decoding.
-
-    aiortc holds 4 (80 ms) and has no option for it: on a steady link that is pure
-    latency on every user turn. Call before media flows (packets held are dropped).
-    """
-    current = getattr(receiver, _JITTER)
-    if current._prefetch != frames:
-        setattr(receiver, _JITTER, JitterBuffer(capacity=current.capacity, prefetch=frames))
 
 
 class InboundAudio:
@@ -120,7 +117,8 @@ class InboundAudio:
     on every turn and every barge-in. Consumers (VAD, transcriber) take any length.
 
     With a ``gate``, packets over the session's budget are dropped before the jitter
-    buffer (see :class:`PacketGate`).
+    buffer (see :class:`PacketGate`). ``hold``: how many packets a gap in the sequence
+    waits for before it is taken as lost (:class:`~server.media.audio_jitter.AudioJitter`).
 
     ``put`` runs inside aiortc's DTLS receive loop, which an exception ends (and the call
     with it). So nothing raises out of it: a frame that fails to decode is dropped and
@@ -131,10 +129,13 @@ class InboundAudio:
         on_frame: Callable[[bytes], None],
         on_error: Callable[[Exception], None] | None = None,
         gate: PacketGate | None = None,
+        hold: int = 0,
     ) -> None:
         self.on_frame = on_frame
         self.on_error = on_error
         self.decode_errors = 0
+        self.concealed = 0  # lost packets filled in
+        self.jitter = AudioJitter(hold)
         # Opus straight at 16 kHz: libopus band-limits inside the decoder, and decoding
         # then resampling (PyAV) was ~16 % of the server's CPU at 20 calls. It was once
         # suspected of losing a caller's first syllables under the greeting; offline
@@ -150,6 +151,7 @@ class InboundAudio:
         the packet gate when there is one."""
         if self._gate is not None:
             self._gate.guard(receiver)
+        self.jitter = AudioJitter.install(receiver, self.jitter.hold)
         thread = getattr(receiver, _THREAD)
         if thread is not None:  # already started: end its thread through its own queue
             getattr(receiver, _QUEUE).put(None)
@@ -158,27 +160,37 @@ class InboundAudio:
     # The two calls aiortc makes on its decoder queue.
 
     def put(self, item: tuple[Any, Any] | None) -> None:
-        """An encoded frame ``(codec, JitterFrame)`` from the receiver, or None at stop."""
+        """Encoded audio ``(codec, frame)`` from the receiver (a
+        :class:`~server.media.audio_jitter.Released` or one ``JitterFrame``), or None at
+        stop."""
         if item is None:
             return
         codec, encoded = item
-        try:
-            if codec.name == "opus":
-                chunks = [self._opus.decode(encoded.data)]
-            else:
-                self._other = self._other or get_decoder(codec)
-                decoded = self._other.decode(encoded)
-                chunks = [pcm for f in decoded for pcm in self._resampler.resample_frame(f)]
-        except Exception as exc:  # FFmpeg's errors, or a codec aiortc cannot decode
-            self.decode_errors += 1
-            if self.decode_errors == 1:
-                logger.warning("inbound audio: a frame failed to decode: {!r}", exc)
-            return
-        for pcm in chunks:
+        packets = getattr(encoded, "packets", None) or [(encoded.data, 0)]
+        for data, lost in packets:
             try:
-                self.on_frame(pcm)
-            except Exception as exc:
-                self._failed(exc)
+                chunks = self._decode(codec, data, lost, encoded.timestamp)
+            except Exception as exc:  # FFmpeg's errors, or a codec aiortc cannot decode
+                self.decode_errors += 1
+                if self.decode_errors == 1:
+                    logger.warning("inbound audio: a frame failed to decode: {!r}", exc)
+                continue
+            for pcm in chunks:
+                try:
+                    self.on_frame(pcm)
+                except Exception as exc:
+                    self._failed(exc)
+
+    def _decode(self, codec: Any, data: bytes, lost: int, timestamp: int) -> list[bytes]:
+        if codec.name == "opus":
+            if not 0 < lost <= MAX_CONCEALED:
+                return [self._opus.decode(data)]
+            filled = self._opus.conceal(lost, data)
+            self.concealed += lost
+            return [filled + self._opus.decode(data)]  # one chunk: the audio keeps time
+        self._other = self._other or get_decoder(codec)
+        decoded = self._other.decode(JitterFrame(data, timestamp))
+        return [pcm for f in decoded for pcm in self._resampler.resample_frame(f)]
 
     def _failed(self, exc: Exception) -> None:
         if self.on_error is None:

@@ -5,8 +5,10 @@ AudioFrame and a Packet, around the same libopus calls; and its encoder's comple
 fixed at 10. Measured on this machine, per 20 ms frame of speech: encode at complexity 10
 ~380 µs, at 5 ~190 µs (server/media/opus.py). libopus can decode straight to 16 kHz
 (35 µs against 85 to 100 µs for decode and resample), which inbound audio does
-(server/media/inbound_audio.py). Four C functions do not
-justify a wrapper package (``opuslib`` is unmaintained), so they are bound here.
+(server/media/inbound_audio.py), and conceals a lost packet from the next one's
+redundant copy (in-band FEC, which browsers send once they see loss) or by extrapolating
+(PLC). A handful of C functions do not justify a wrapper package (``opuslib`` is
+unmaintained), so they are bound here.
 
 The library is the system's ``libopus.so.0`` when there is one, else the copy PyAV's
 wheel carries (which every install has).
@@ -25,6 +27,8 @@ import av
 APPLICATION_VOIP = 2048
 SET_BITRATE = 4002
 SET_COMPLEXITY = 4010
+SET_INBAND_FEC = 4012
+SET_PACKET_LOSS_PERC = 4014
 MAX_PACKET = 1500  # bytes: one RTP payload
 
 
@@ -56,6 +60,8 @@ def _load() -> ctypes.PyDLL:
         ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int,
         ctypes.c_int,
     ]  # fmt: skip
+    lib.opus_packet_get_nb_samples.restype = ctypes.c_int
+    lib.opus_packet_get_nb_samples.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32]
     return lib
 
 
@@ -86,6 +92,12 @@ class Encoder:
             _check(_lib.opus_encoder_ctl(self._handle, request, ctypes.c_int32(value)), "ctl")
         self._out = ctypes.create_string_buffer(MAX_PACKET)
 
+    def expect_loss(self, percent: int) -> None:
+        """Send in-band FEC (a coarse copy of each frame in the next packet) sized for
+        ``percent`` % packet loss; 0 turns it off."""
+        for request, value in ((SET_INBAND_FEC, int(percent > 0)), (SET_PACKET_LOSS_PERC, percent)):
+            _check(_lib.opus_encoder_ctl(self._handle, request, ctypes.c_int32(value)), "ctl")
+
     def encode(self, pcm: bytes) -> bytes:
         """One packet for ``pcm`` (a whole frame: 2.5 to 60 ms of samples)."""
         size = _lib.opus_encode(self._handle, pcm, len(pcm) // 2, self._out, MAX_PACKET)
@@ -101,6 +113,7 @@ class Decoder:
         _check(error.value, "decoder_create")
         self._handle = ctypes.c_void_p(handle)
         weakref.finalize(self, _lib.opus_decoder_destroy, handle)
+        self.rate = rate
         self._max_samples = rate * 120 // 1000  # the longest packet Opus allows
         self._pcm = ctypes.create_string_buffer(self._max_samples * 2)
 
@@ -110,3 +123,18 @@ class Decoder:
             raise OpusError("opus decode failed: empty packet")
         n = _lib.opus_decode(self._handle, packet, len(packet), self._pcm, self._max_samples, 0)
         return self._pcm.raw[: _check(n, "decode") * 2]
+
+    def conceal(self, lost: int, following: bytes) -> bytes:
+        """Audio for ``lost`` packets that never came, each as long as ``following``
+        (the packet after them, not yet decoded): the last from its in-band FEC when it
+        carries one, the others (and the last without FEC) extrapolated by libopus."""
+        samples = _check(
+            _lib.opus_packet_get_nb_samples(following, len(following), self.rate), "samples"
+        )
+        out = []
+        for i in range(lost):
+            fec = i == lost - 1
+            data, size = (following, len(following)) if fec else (None, 0)
+            n = _lib.opus_decode(self._handle, data, size, self._pcm, samples, int(fec))
+            out.append(self._pcm.raw[: _check(n, "conceal") * 2])
+        return b"".join(out)

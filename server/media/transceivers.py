@@ -10,7 +10,7 @@ from typing import Any
 
 from aiortc import RTCRtpReceiver
 
-from server.media.inbound_audio import InboundAudio, PacketGate, set_jitter_prefetch
+from server.media.inbound_audio import InboundAudio, PacketGate
 from server.media.outbound_track import PacedAudioTrack
 from server.media.video_intake import VideoIntake
 
@@ -49,11 +49,29 @@ class MediaAttachment:
 
     def _attach_audio(self, transceiver: Any) -> None:
         receiver = transceiver.receiver
-        set_jitter_prefetch(receiver, self.jitter_frames)
         if receiver not in self._inbound:
-            inbound = InboundAudio(self._on_audio, self._on_error, gate=self.gate)
+            # jitter_frames counts the packet itself: 1 = a gap waits for none after it.
+            hold = self.jitter_frames - 1
+            inbound = InboundAudio(self._on_audio, self._on_error, gate=self.gate, hold=hold)
             self._inbound[receiver] = inbound
             inbound.attach(receiver)
         if transceiver.sender.track is None:
             transceiver.sender.replaceTrack(self.outbound)
         transceiver.direction = "sendrecv"
+        # Tell the client our decoder uses in-band FEC (RFC 7587), which it then sends
+        # once it sees loss: a lost packet is rebuilt from the next one's coarse copy
+        # rather than extrapolated (server/media/inbound_audio.py). aiortc answers with
+        # no fmtp of its own; its codecs for this answer are copies, made per transceiver.
+        for codec in getattr(transceiver, "_codecs", ()):
+            if codec.mimeType.lower() == "audio/opus":
+                codec.parameters["useinbandfec"] = 1
+
+    def audio_loss(self) -> dict[str, int]:
+        """Inbound audio packets lost on the way, arrived too late to use, and concealed
+        (all the session's audio receivers together)."""
+        inbound = self._inbound.values()
+        return {
+            "audio_packets_lost": sum(i.jitter.lost for i in inbound),
+            "audio_packets_late": sum(i.jitter.late for i in inbound),
+            "audio_packets_concealed": sum(i.concealed for i in inbound),
+        }

@@ -80,6 +80,17 @@ class ServerMetrics:
             "Inbound audio packets dropped over a session's rate (PARLEY_AUDIO_PACKET_RATE).",
             registry=r,
         )
+        self.audio_packets_lost = Counter(
+            "parley_audio_packets_lost_total",
+            "Inbound WebRTC audio packets that never arrived (counted as each call ends).",
+            registry=r,
+        )
+        self.audio_packets_late = Counter(
+            "parley_audio_packets_late_total",
+            "Inbound WebRTC audio packets that arrived behind the sequence and were dropped "
+            "(counted as each call ends).",
+            registry=r,
+        )
         process = ProcReader(registry=r)  # process_cpu_seconds_total, process_open_fds, ...
         self.live = LiveGauges(self.lag_monitor, process)
         r.register(self.live)
@@ -109,6 +120,9 @@ class ServerMetrics:
     def session_closed(self, session: Session) -> None:
         self.sessions.closed.labels(session.close_reason or "unknown").inc()
         self.sessions.duration.observe(max(0.0, time.time() - session.created_at))
+        info = session.transport.info()
+        self.audio_packets_lost.inc(info.get("audio_packets_lost", 0))
+        self.audio_packets_late.inc(info.get("audio_packets_late", 0))
 
     def render(self) -> bytes:
         """Every family in the text exposition format 0.0.4."""

@@ -59,9 +59,11 @@ class ProcessSettings(BaseModel):
         1,
         ge=1,
         le=15,
-        description="Inbound audio packets (20 ms each) held before decoding. aiortc's own "
-        "default is 4; every packet is latency on each user turn. Raise it on networks "
-        "that reorder packets.",
+        description="How far out of order an inbound audio packet (20 ms) may arrive and "
+        "still be used, counting itself: a gap in the sequence waits for this many packets "
+        "minus one before it is concealed as lost. 1: every packet is decoded the moment it "
+        "arrives, and a reordered one is dropped. Raise it on networks that reorder packets "
+        "(each step is up to 20 ms of latency, only when a packet is missing).",
     )
     max_sessions: int = Field(20, ge=1, description="Concurrent peer connections; more get 503.")
     liveness_timeout: float = Field(

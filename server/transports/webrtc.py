@@ -126,6 +126,7 @@ class WebRTCTransport:
             "data_channel_open": self.channel.is_open,
             "pings": self.channel.pings,
             "audio_packets_dropped": self.audio_gate.dropped,
+            **self.media.audio_loss(),
             "track_status": dict(self.track_status),
         }
 
