@@ -41,6 +41,7 @@ from testkit.openai_stub import OpenAIStub
 from testkit.rtp_loss import PacketLoss
 
 _JITTER = "_RTCRtpReceiver__jitter_buffer"  # aiortc 1.16's name
+FRAME_SECONDS = 0.02  # one received audio frame
 
 
 def split_candidates(sdp: str) -> tuple[str, list[str]]:
@@ -113,7 +114,9 @@ class TestMicrophone(MediaStreamTrack):
         self._pending = self._pending[take:]
         echoed = self._mix_echo(chunk)
         pcm = np.clip(chunk, -32768, 32767).astype(np.int16)
-        return self._encoder.encode(pcm.tobytes(), self._pts, silent=take == 0 and not echoed)
+        packet = self._encoder.encode(pcm.tobytes(), self._pts, silent=take == 0 and not echoed)
+        assert packet is not None  # a microphone sends every frame: no DTX
+        return packet
 
     def _mix_echo(self, chunk: np.ndarray) -> bool:
         skip = self._pts - self._echo_at  # echo samples already due before this frame
@@ -334,19 +337,22 @@ class RTCTestClient:
             await asyncio.sleep(0.02)
 
     def silent_since(self, since: float, threshold: float = 200.0, hold: int = 10) -> float | None:
-        """When received audio went quiet after ``since`` and stayed so for ``hold`` frames."""
+        """When received audio went quiet after ``since`` and stayed so for ``hold`` frames'
+        time (20 ms each). Time, not a count of packets: a server that sends silence as
+        DTX sends a packet every 400 ms, and a listener hears the silence between."""
+        span = (hold - 1) * FRAME_SECONDS
         quiet_from: float | None = None
-        run = 0
         for t, rms in self.audio.frames:
             if t < since:
                 continue
-            if rms <= threshold:
-                run += 1
-                quiet_from = quiet_from if run > 1 else t
-                if run >= hold:
-                    return quiet_from
-            else:
-                run = 0
+            if rms > threshold:
+                quiet_from = None
+            elif quiet_from is None:
+                quiet_from = t
+            elif t - quiet_from >= span:
+                return quiet_from
+        if quiet_from is not None and time.monotonic() - quiet_from >= span + FRAME_SECONDS:
+            return quiet_from  # nothing came since: quiet (DTX), or the stream stopped
         return None
 
     def types(self) -> list[str]:

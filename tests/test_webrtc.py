@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fractions
 import time
 
@@ -9,6 +10,7 @@ import numpy as np
 from aiortc.mediastreams import MediaStreamError
 from av import CodecContext, Packet
 
+from server.media.opus import DTX_UPDATE_FRAMES, SETTLE_FRAMES
 from server.media.outbound_track import OUT_FRAME_BYTES, OUT_RATE, OUT_SAMPLES, PacedAudioTrack
 
 
@@ -46,18 +48,87 @@ async def test_idle_track_sends_paced_silence() -> None:
 
 async def test_recv_sends_opus_packets_that_decode_to_what_was_written() -> None:
     track = PacedAudioTrack()
-    silence = [await track.recv() for _ in range(15)]  # long enough to reuse the packet
-    assert [p.pts for p in silence] == [i * OUT_SAMPLES for i in range(15)]
+    silence = [await track.recv() for _ in range(SETTLE_FRAMES)]
+    assert [p.pts for p in silence] == [i * OUT_SAMPLES for i in range(SETTLE_FRAMES)]
     assert all(p.time_base == fractions.Fraction(1, OUT_RATE) for p in silence)
     track.write(tone(OUT_RATE, 0.2, amp=8000).tobytes(), OUT_RATE)
     speech = [await track.recv() for _ in range(10)]
-    after = [await track.recv() for _ in range(15)]
+    assert speech[0].pts == SETTLE_FRAMES * OUT_SAMPLES, "no frame skipped before speech"
+    after = [await track.recv() for _ in range(SETTLE_FRAMES)]
     levels = decoded_rms(silence + speech + after)
-    assert max(levels[:15]) < 50
+    assert max(levels[:SETTLE_FRAMES]) < 50
     # Opus looks ahead 6.5 ms, so the tone shows from the first frame and fades after.
-    assert min(levels[16:25]) > 0.6 * 8000 / np.sqrt(2)
-    assert max(levels[-10:]) < 50
-    assert len({bytes(p) for p in silence[-5:]}) == 1, "settled silence is not re-encoded"
+    assert min(levels[SETTLE_FRAMES + 1 : SETTLE_FRAMES + 10]) > 0.6 * 8000 / np.sqrt(2)
+    assert max(levels[-5:]) < 50
+
+
+async def test_silence_goes_as_dtx_and_speech_wakes_the_track() -> None:
+    track = PacedAudioTrack()
+    heard: list[bytes] = []
+    track.on_frame_out = heard.append
+    started = time.monotonic()
+    packets = [await track.recv() for _ in range(SETTLE_FRAMES + 3)]
+    elapsed = time.monotonic() - started
+    frames = [p.pts // OUT_SAMPLES for p in packets]
+    sizes = [len(bytes(p)) for p in packets]
+    # As a browser sends Opus DTX: 200 ms of silence, one byte (the TOC: "DTX from here"),
+    # then a silence frame and the byte again every 400 ms, and nothing in between.
+    n = SETTLE_FRAMES
+    assert frames == [*range(n + 1), n + DTX_UPDATE_FRAMES - 1, n + DTX_UPDATE_FRAMES]
+    assert sizes[n] == 1 and sizes[n + 2] == 1 and sizes[n + 1] > 2
+    assert bytes(packets[n + 1]) == bytes(packets[n - 1]), "the settled silence, not re-encoded"
+    assert elapsed >= (n + DTX_UPDATE_FRAMES - 1) * 0.02, "the skipped frames still take their time"
+    assert len(heard) == len(packets), "told only the frames it woke for"
+    # Asleep in the silence, it wakes for audio: the next frame due carries it, on the
+    # clock (its timestamp is the wall time since the start, give or take a frame).
+    asleep = asyncio.ensure_future(track.recv())
+    await asyncio.sleep(0.1)
+    assert not asleep.done()
+    track.write(tone(OUT_RATE, 0.1).tobytes(), OUT_RATE)
+    written = time.monotonic()
+    packet = await asyncio.wait_for(asleep, 0.2)
+    assert time.monotonic() - written < 0.04
+    assert abs(packet.pts / OUT_RATE - (time.monotonic() - started)) < 0.04
+    assert len(bytes(packet)) > 20
+    levels = decoded_rms([*packets, packet])
+    assert max(levels[:-1]) < 50 and levels[-1] > 1000, "the DTX bytes decode to silence"
+
+
+async def test_a_paused_track_sleeps_in_dtx_and_resume_wakes_it() -> None:
+    track = PacedAudioTrack()
+    track.write(tone(OUT_RATE, 2.0).tobytes(), OUT_RATE)
+    await track.recv()
+    track.pause()
+    for _ in range(SETTLE_FRAMES + 1):
+        await track.recv()
+    asleep = asyncio.ensure_future(track.recv())
+    await asyncio.sleep(0.1)
+    assert not asleep.done(), "a pause is silence: DTX"
+    track.resume()
+    packet = await asyncio.wait_for(asleep, 0.05)
+    assert len(bytes(packet)) > 20, "the queued speech goes on"
+    track.stop()
+    try:
+        await asyncio.wait_for(track.recv(), 1.0)
+    except MediaStreamError:
+        return
+    raise AssertionError("a stopped track ends its recv")
+
+
+async def test_stop_ends_a_sleep_in_dtx() -> None:
+    track = PacedAudioTrack()
+    for _ in range(SETTLE_FRAMES + 1):
+        await track.recv()
+    asleep = asyncio.ensure_future(track.recv())
+    await asyncio.sleep(0.05)
+    stopped = time.monotonic()
+    track.stop()
+    try:
+        await asyncio.wait_for(asleep, 1.0)
+    except MediaStreamError:
+        assert time.monotonic() - stopped < 0.1, "at once, not at the next update"
+        return
+    raise AssertionError("recv on a stopped track must raise MediaStreamError")
 
 
 async def test_written_audio_is_resampled_to_48k_and_played_then_silence() -> None:

@@ -5,6 +5,15 @@ plus a resample to stereo at 96 kbit/s). Speech needs neither: one mono encoder 
 kbit/s, called through ctypes (:mod:`server.media.libopus`). A track that returns ready
 packets is sent as is. And most of a call is silence: once the encoder has settled on it,
 its packet is repeated instead of encoded again, which is what an idle session costs.
+
+With ``dtx`` the silence is not sent at all, as a browser sends it with Opus DTX
+(libwebrtc's rule on libopus's DTX output): after the settling frames, one packet of the
+TOC byte alone says "comfort noise from here" (a receiver's decoder conceals, i.e. plays
+silence, until the next packet), then nothing but a silence frame and that byte again
+every ``DTX_UPDATE_FRAMES``, libopus's 400 ms. Sending is most of what a silent frame
+costs the server (timer, SRTP, a system call, the kernel's UDP path): see
+:class:`~server.media.outbound_track.PacedAudioTrack`, which sleeps through the frames
+that go unsent.
 """
 
 from __future__ import annotations
@@ -29,21 +38,33 @@ BITRATE = 32000
 COMPLEXITY = 5
 # Silent frames encoded before the packet is reused: by then the encoder's state (and so
 # the decoder's) is that of silence, and the next speech starts from where it would.
+# It is also libopus's DTX hangover (200 ms of silence sent before DTX starts).
 SETTLE_FRAMES = 10
+# In DTX, a silence frame is sent every this many frames (libopus: 400 ms), each followed
+# by the DTX byte, so that a receiver's comfort noise stays that of silence.
+DTX_UPDATE_FRAMES = 20
 
 
 class OpusEncoder:
-    """Encodes 20 ms frames of 48 kHz mono s16 into Opus packets, one per frame."""
+    """Encodes 20 ms frames of 48 kHz mono s16 into Opus packets, one per frame (or, with
+    ``dtx``, none for most frames of a silence: :meth:`encode` returns None)."""
 
-    def __init__(self, bitrate: int = BITRATE, complexity: int = COMPLEXITY) -> None:
+    def __init__(
+        self, bitrate: int = BITRATE, complexity: int = COMPLEXITY, dtx: bool = False
+    ) -> None:
         self._encoder = Encoder(RATE, bitrate, complexity)
+        self._dtx = dtx
         self._silent_run = 0
         self._silence: bytes | None = None
 
-    def encode(self, pcm: bytes, pts: int, silent: bool = False) -> Packet:
-        """One packet for ``pcm`` (1920 bytes); ``silent`` says the frame is all zeros."""
+    def encode(self, pcm: bytes, pts: int, silent: bool = False) -> Packet | None:
+        """One packet for ``pcm`` (1920 bytes), or None when DTX sends none; ``silent``
+        says the frame is all zeros."""
         if silent and self._silence is not None:
-            payload = self._silence
+            self._silent_run += 1
+            payload = self._dtx_payload() if self._dtx else self._silence
+            if payload is None:
+                return None
         else:
             payload = self._encoder.encode(pcm)
             if not silent:
@@ -57,3 +78,24 @@ class OpusEncoder:
         packet.pts = pts
         packet.time_base = TIME_BASE
         return packet
+
+    def unsent_ahead(self) -> int:
+        """How many of the next frames DTX would not send if they are silent (0 without
+        DTX or before the silence has settled)."""
+        if not self._dtx or self._silence is None:
+            return 0
+        phase = (self._silent_run - SETTLE_FRAMES) % DTX_UPDATE_FRAMES  # of the next frame
+        return max(0, DTX_UPDATE_FRAMES - 1 - phase) if phase else 0
+
+    def skip(self, frames: int) -> None:
+        """``frames`` silent frames went by unsent (a track slept through them)."""
+        self._silent_run += frames
+
+    def _dtx_payload(self) -> bytes | None:
+        assert self._silence is not None
+        phase = (self._silent_run - SETTLE_FRAMES - 1) % DTX_UPDATE_FRAMES
+        if phase == 0:
+            return bytes([self._silence[0] & 0xFC])  # the TOC byte alone: "DTX from here"
+        if phase == DTX_UPDATE_FRAMES - 1:
+            return self._silence
+        return None

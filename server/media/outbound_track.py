@@ -67,7 +67,10 @@ class PacedAudioTrack(MediaStreamTrack):
     """Outbound audio: 20 ms, 48 kHz mono frames paced against the wall clock.
 
     ``write`` queues PCM at any sample rate (resampled once to 48 kHz), optionally tagged
-    with the text it speaks; ``recv`` sends silence whenever nothing is queued; ``flush``
+    with the text it speaks; ``recv`` sends silence whenever nothing is queued (with
+    ``dtx``, as Opus DTX: after 200 ms, a packet every 400 ms, and the track sleeps
+    through the frames it does not send until audio is written; :mod:`server.media.opus`.
+    ``recv_pcm``, for transports that encode themselves, returns every frame); ``flush``
     drops everything queued at once, which is how barge-in silences the bot; ``pause``
     sends silence from the next frame on while keeping what is queued, and ``resume``
     goes on from the very sample where it paused (the user only said "mhm"). A pause is
@@ -85,7 +88,7 @@ class PacedAudioTrack(MediaStreamTrack):
 
     kind = "audio"
 
-    def __init__(self, listener: PlayoutListener | None = None) -> None:
+    def __init__(self, listener: PlayoutListener | None = None, dtx: bool = True) -> None:
         super().__init__()
         self.listener = listener
         self._queue = bytearray()
@@ -97,7 +100,8 @@ class PacedAudioTrack(MediaStreamTrack):
         self._sent_total = 0  # bytes of queued audio ever sent
         self._segments: deque[_Segment] = deque()
         self._marks: deque[tuple[int, Callable[[], None]]] = deque()
-        self._encoder = OpusEncoder()
+        self._encoder = OpusEncoder(dtx=dtx)
+        self._wake = asyncio.Event()  # audio to play: ends a sleep through silence
         self.playing = False
         self.paused = False
         # Told each frame of queued audio as it is sent (e.g. to meter the bot's level).
@@ -113,8 +117,9 @@ class PacedAudioTrack(MediaStreamTrack):
         # Bytes of queued audio the far end has played, where it says (a phone provider's
         # marks); None: what was sent is what was heard (WebRTC plays on arrival).
         self.played_position: Callable[[], int] | None = None
-        # Told every frame recv_pcm returns, silence included: the bot as the caller
-        # heard it, for the call recording (server/storage/recording.py).
+        # Told every frame recv_pcm returns, silence included (but the frames DTX does not
+        # send: the recording fills in silence by its clock): the bot as the caller heard
+        # it, for the call recording (server/storage/recording.py).
         self.on_frame_out: Callable[[bytes], None] | None = None
 
     @property
@@ -141,6 +146,8 @@ class PacedAudioTrack(MediaStreamTrack):
         elif added and self._segments and self._segments[-1].end == start:
             self._segments[-1].end += added  # untagged audio right after: same segment
         self._queued_total += added
+        if added:
+            self._wake.set()
 
     def mark(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once all audio queued so far has been sent (now, if none is)."""
@@ -158,6 +165,11 @@ class PacedAudioTrack(MediaStreamTrack):
     def resume(self) -> None:
         """Go on sending the queued audio from where it paused."""
         self.paused = False
+        self._wake.set()
+
+    def stop(self) -> None:
+        super().stop()
+        self._wake.set()
 
     def flush(self) -> None:
         """Drop all queued audio (and end a pause); the next frame sent is silence. Pending
@@ -215,6 +227,23 @@ class PacedAudioTrack(MediaStreamTrack):
             else:
                 self.on_error(exc)
 
+    async def _idle(self, frames: int, start: float) -> float:
+        """Sleep through up to ``frames`` frames of silence, until audio comes (or the
+        track ends); move the clock (which started at ``start``) to the frame due next.
+        Returns the time."""
+        last = self._pts + frames * OUT_SAMPLES  # the frame after the silent ones
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), start + last / OUT_RATE - time.monotonic())
+        except TimeoutError:
+            pass
+        now = time.monotonic()
+        due = -(-round((now - start) * OUT_RATE) // OUT_SAMPLES) * OUT_SAMPLES
+        self._pts = min(last, max(self._pts, due))
+        if self.readyState != "live":
+            raise MediaStreamError
+        return now
+
     def _take_frame(self) -> bytes:
         if not self._queue:
             return self._silence
@@ -255,9 +284,20 @@ class PacedAudioTrack(MediaStreamTrack):
                 self._tell(listener.playout_stopped)
 
     async def recv(self) -> Packet:
-        """The next 20 ms as an Opus packet, when it is due (aiortc sends it as is)."""
-        pcm = await self.recv_pcm()
-        return self._encoder.encode(pcm, self._pts, silent=pcm is self._silence)
+        """The next Opus packet, when it is due (aiortc sends it as is): one per 20 ms,
+        but for the frames of a silence that DTX does not send, which it sleeps through
+        (a :meth:`write` or :meth:`resume` wakes it)."""
+        encoder = self._encoder
+        while True:
+            pts = self._pts
+            pcm = await self._due_pcm(encoder.unsent_ahead())
+            if (skipped := (self._pts - pts) // OUT_SAMPLES - 1) > 0:
+                encoder.skip(skipped)
+            if self.on_frame_out is not None:
+                self._tell(self.on_frame_out, pcm)
+            packet = encoder.encode(pcm, self._pts, silent=pcm is self._silence)
+            if packet is not None:
+                return packet
 
     async def recv_pcm(self) -> bytes:
         """The next 20 ms of 48 kHz mono s16, when it is due (silence if nothing is queued)."""
@@ -266,7 +306,9 @@ class PacedAudioTrack(MediaStreamTrack):
             self._tell(self.on_frame_out, pcm)
         return pcm
 
-    async def _due_pcm(self) -> bytes:
+    async def _due_pcm(self, skippable: int = 0) -> bytes:
+        """The next frame when it is due; up to ``skippable`` silent frames may go by
+        first, unsent, while there is nothing to play."""
         if self.readyState != "live":
             raise MediaStreamError
         now = time.monotonic()
@@ -274,6 +316,8 @@ class PacedAudioTrack(MediaStreamTrack):
             self._start = now
         else:
             self._pts += OUT_SAMPLES
+            if skippable and (self.paused or not self._queue):
+                now = await self._idle(skippable, self._start)
             wait = self._start + self._pts / OUT_RATE - now
             if wait > 0:
                 await asyncio.sleep(wait)

@@ -65,6 +65,13 @@ class ProcessSettings(BaseModel):
         "arrives, and a reordered one is dropped. Raise it on networks that reorder packets "
         "(each step is up to 20 ms of latency, only when a packet is missing).",
     )
+    audio_dtx: bool = Field(
+        True,
+        description="Send the bot's silence as Opus DTX, as browsers can: 200 ms of it, then "
+        "a packet every 400 ms instead of 50 a second (receivers play silence between). "
+        "Sending is most of what a silent frame costs the server. false: every 20 ms frame "
+        "is sent, for a client that takes missing packets for loss.",
+    )
     max_sessions: int = Field(20, ge=1, description="Concurrent peer connections; more get 503.")
     liveness_timeout: float = Field(
         10.0, gt=0, description="Seconds without a ping or inbound media before a peer is gone."

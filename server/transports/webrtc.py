@@ -41,7 +41,7 @@ class WebRTCTransport:
             settings.audio_packet_burst,
             on_flood=lambda error: hooks.on_report(RTVIError(error, reason="audio flood")),
         )
-        self.outbound = PacedAudioTrack()
+        self.outbound = PacedAudioTrack(dtx=settings.audio_dtx)
         self.outbound.on_error = lambda exc: hooks.on_fault("playout", exc)
         self.channel = ChatChannel(
             on_alive=hooks.on_alive,
