@@ -4,21 +4,18 @@ With ``PARLEY_AUDIO_DTX=false`` every 20 ms frame is sent, as before."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
-import wave
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
 from testkit.browser import chromium, open_page
 from testkit.openai_stub import OpenAIStub
 from testkit.server_process import ServerProcess
+from testkit.speech import make_speech
 
 pytestmark = pytest.mark.e2e
 
@@ -38,23 +35,8 @@ STATS = """async () => {
 @pytest.fixture(scope="module")
 def question_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """espeak-ng's question after SILENT_SECONDS of silence, then 2 s more."""
-    espeak = shutil.which("espeak-ng")
-    if espeak is None:
-        pytest.fail("espeak-ng is missing: `make test` installs it (apt-get install espeak-ng)")
     folder = tmp_path_factory.mktemp("dtx")
-    raw = folder / "raw.wav"
-    subprocess.run([espeak, "-w", str(raw), "What is two plus two?"], check=True)
-    with wave.open(str(raw)) as src:
-        rate = src.getframerate()
-        speech = np.frombuffer(src.readframes(src.getnframes()), dtype=np.int16)
-    silence = np.zeros(int(rate * SILENT_SECONDS), np.int16)
-    path = folder / "question.wav"
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(np.concatenate([silence, speech, np.zeros(2 * rate, np.int16)]).tobytes())
-    return path
+    return make_speech(folder, "question", "What is two plus two?", SILENT_SECONDS, 2.0)
 
 
 @pytest.fixture(scope="module")
