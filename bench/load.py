@@ -330,7 +330,7 @@ def main() -> None:
                         help="stub speech length; 0.06 s is about a human rate")  # fmt: skip
     parser.add_argument("--bot-voice", choices=("speech", "buzz"), default="speech",
                         help="what the stub's TTS says: a recorded voice, or the buzz the "
-                             "benches used before (Opus encodes it at half the CPU)")  # fmt: skip
+                             "benches used before (VOIP coded it at half the CPU)")  # fmt: skip
     parser.add_argument("--vad-stop-secs", type=float, default=0.2)
     parser.add_argument("--user-speech-timeout", type=float, default=0.6)
     parser.add_argument("--stagger", type=float, default=0.25, help="s between user starts")

@@ -36,6 +36,7 @@ from av import Packet
 from pipeline.task_cancel import cancel_and_wait
 from server.media.inbound_audio import InboundAudio
 from server.media.opus import OpusEncoder
+from server.media.transceivers import opus_parameter
 from server.rtvi import server_messages
 from testkit.openai_stub import OpenAIStub
 from testkit.rtp_loss import PacketLoss
@@ -72,6 +73,18 @@ class TestMicrophone(MediaStreamTrack):
         # What comes back from the loudspeaker, by the sample it is heard at.
         self._echo = np.zeros(0, np.float32)
         self._echo_at = 0  # the sample _echo[0] is heard at
+
+    def follow(self, answer_sdp: str) -> None:
+        """Code what the answer asks for, as a browser does (libwebrtc): nothing above
+        half its ``maxplaybackrate``, at its ``maxaveragebitrate`` (unsaid: 12, 20 or 32
+        kbit/s as the playback rate is at most 8 kHz, 16 kHz or more)."""
+        rate = opus_parameter(answer_sdp, "maxplaybackrate")
+        bitrate = opus_parameter(answer_sdp, "maxaveragebitrate")
+        if bitrate is None:
+            bitrate = 12000 if rate and rate <= 8000 else 20000 if rate and rate <= 16000 else 32000
+        self._encoder = OpusEncoder(max(6000, min(bitrate, 510000)))
+        if rate is not None:
+            self._encoder.limit_to_rate(rate)
 
     def play(self, wav: str) -> None:
         """Queue a mono 16-bit 48 kHz WAV (as testkit.speech.make_speech writes)."""
@@ -215,6 +228,7 @@ class RTCTestClient:
         offer = sdp if trickle else self.pc.localDescription.sdp
         answer = await self.post_offer(offer, restart_pc=restart_pc)
         await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
+        self.mic.follow(answer["sdp"])
         if self.loss is not None:
             self.loss.install(self._audio_sender)
         if trickle:
@@ -250,6 +264,7 @@ class RTCTestClient:
         await self.pc.setLocalDescription(await self.pc.createOffer())
         answer = await self.post_offer(self.pc.localDescription.sdp, restart_pc=restart_pc)
         await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
+        self.mic.follow(answer["sdp"])
         return answer
 
     # -- data channel --------------------------------------------------------------

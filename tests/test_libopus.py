@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from server.media.libopus import Decoder, Encoder, OpusError
+from server.media.libopus import APPLICATION_RESTRICTED_LOWDELAY, Decoder, Encoder, OpusError
 
 
 def _tone(rate: int, seconds: float) -> np.ndarray:
@@ -40,3 +40,18 @@ def test_a_corrupt_or_empty_packet_raises_opus_error() -> None:
 def test_a_bad_setting_raises() -> None:
     with pytest.raises(OpusError):
         Encoder(44100, 32000, 5)  # not an Opus rate
+
+
+BANDS = [(8000, range(20, 24)), (11025, range(24, 28)), (20000, range(28, 32)),
+         (24000, range(28, 32))]  # fmt: skip
+
+
+@pytest.mark.parametrize("hz, configs", BANDS)
+def test_celt_codes_up_to_the_bandwidth_it_is_limited_to(hz: int, configs: range) -> None:
+    """The TOC byte's configuration: CELT alone is 16-31, in four bandwidths of four
+    frame sizes (wide, super-wide, full from 20)."""
+    encoder = Encoder(48000, 64000, 8, APPLICATION_RESTRICTED_LOWDELAY)
+    encoder.limit_bandwidth(hz)
+    noise = np.random.default_rng(1).normal(0, 3000, 48000).astype(np.int16)
+    tocs = {encoder.encode(noise[i : i + 960].tobytes())[0] >> 3 for i in range(0, 48000, 960)}
+    assert tocs <= set(configs), tocs

@@ -24,11 +24,15 @@ import weakref
 
 import av
 
-APPLICATION_VOIP = 2048
+APPLICATION_VOIP = 2048  # SILK or hybrid for speech: a browser's microphone
+APPLICATION_RESTRICTED_LOWDELAY = 2051  # CELT alone, 4 ms less delay
 SET_BITRATE = 4002
 SET_COMPLEXITY = 4010
 SET_INBAND_FEC = 4012
 SET_PACKET_LOSS_PERC = 4014
+SET_MAX_BANDWIDTH = 4004
+# Audio bandwidths (Hz of audio each codes up to): wide 8 kHz, super-wide 12, full 20.
+BANDWIDTHS = ((8000, 1103), (12000, 1104), (20000, 1105))
 MAX_PACKET = 1500  # bytes: one RTP payload
 
 
@@ -81,9 +85,11 @@ def _check(code: int, what: str) -> int:
 class Encoder:
     """Mono s16 PCM at ``rate`` → one Opus packet per frame (any Opus frame length)."""
 
-    def __init__(self, rate: int, bitrate: int, complexity: int) -> None:
+    def __init__(
+        self, rate: int, bitrate: int, complexity: int, application: int = APPLICATION_VOIP
+    ) -> None:
         error = ctypes.c_int()
-        handle = _lib.opus_encoder_create(rate, 1, APPLICATION_VOIP, ctypes.byref(error))
+        handle = _lib.opus_encoder_create(rate, 1, application, ctypes.byref(error))
         _check(error.value, "encoder_create")
         self._handle = ctypes.c_void_p(handle)
         weakref.finalize(self, _lib.opus_encoder_destroy, handle)
@@ -97,6 +103,12 @@ class Encoder:
         ``percent`` % packet loss; 0 turns it off."""
         for request, value in ((SET_INBAND_FEC, int(percent > 0)), (SET_PACKET_LOSS_PERC, percent)):
             _check(_lib.opus_encoder_ctl(self._handle, request, ctypes.c_int32(value)), "ctl")
+
+    def limit_bandwidth(self, hz: int) -> None:
+        """Code audio up to the narrowest of Opus's bandwidths that covers ``hz``: what
+        lies above is empty, and its bands cost bits and time for nothing."""
+        value = next((v for top, v in BANDWIDTHS if hz <= top), BANDWIDTHS[-1][1])
+        _check(_lib.opus_encoder_ctl(self._handle, SET_MAX_BANDWIDTH, ctypes.c_int32(value)), "ctl")
 
     def encode(self, pcm: bytes) -> bytes:
         """One packet for ``pcm`` (a whole frame: 2.5 to 60 ms of samples)."""

@@ -1,10 +1,10 @@
 """Opus encoding of the outbound track, inline on the event loop.
 
 aiortc encodes raw frames in the default executor (a thread hop per 20 ms per session,
-plus a resample to stereo at 96 kbit/s). Speech needs neither: one mono encoder at 32
-kbit/s, called through ctypes (:mod:`server.media.libopus`). A track that returns ready
-packets is sent as is. And most of a call is silence: once the encoder has settled on it,
-its packet is repeated instead of encoded again, which is what an idle session costs.
+plus a resample to stereo at 96 kbit/s). Speech needs neither: one mono encoder, called
+through ctypes (:mod:`server.media.libopus`). A track that returns ready packets is sent
+as is. And most of a call is silence: once the encoder has settled on it, its packet is
+repeated instead of encoded again, which is what an idle session costs.
 
 With ``dtx`` the silence is not sent at all, as a browser sends it with Opus DTX
 (libwebrtc's rule on libopus's DTX output): after the settling frames, one packet of the
@@ -14,6 +14,16 @@ every ``DTX_UPDATE_FRAMES``, libopus's 400 ms. Sending is most of what a silent 
 costs the server (timer, SRTP, a system call, the kernel's UDP path): see
 :class:`~server.media.outbound_track.PacedAudioTrack`, which sleeps through the frames
 that go unsent.
+
+The bot's voice is coded by CELT alone (libopus's restricted-low-delay application) at
+64 kbit/s, complexity 8, coding nothing above half the TTS's sample rate. On eight voices
+(the embedded one, three sentences; espeak-ng in five voices and four languages),
+``bench/opus_voice.py``: 70 µs a 20 ms frame against 138 µs for SILK and CELT together
+(hybrid, the VOIP application) at 32 kbit/s, used before, and PESQ wide-band 4.30
+median, 3.96 worst against 3.74 and 3.48; no voice scored lower. It also takes 4 ms off
+the codec's delay. A client that caps what it receives below 64 kbit/s
+(``maxaveragebitrate`` in its offer) gets hybrid under the cap: CELT loses most at low
+rates. A microphone (``testkit``'s) is coded as a browser's: VOIP, SILK or hybrid.
 """
 
 from __future__ import annotations
@@ -22,20 +32,20 @@ import fractions
 
 from av import Packet
 
-from server.media.libopus import Encoder
+from server.media.libopus import APPLICATION_RESTRICTED_LOWDELAY, APPLICATION_VOIP, Encoder
 
 RATE = 48000
 FRAME_SAMPLES = 960  # 20 ms
 TIME_BASE = fractions.Fraction(1, RATE)
 BITRATE = 32000
-# 5, libwebrtc's on phones. On speech it halves the encoder's CPU: 138-143 µs a 20 ms frame
-# against 255-329 µs at 10 (PyAV's, used before), for packets within 3 % of the same size;
-# the bot speaks for about half of a call, so that is ~0.3 % of a core a call. The stub's
-# buzz is no guide here: it costs 87 µs at 10 and 136 at 5, which is why bench/load.py,
-# on the buzz, measured no saving until it spoke a recorded voice (--bot-voice). The
-# bot's own echo over WebRTC (tests/test_interruptions_webrtc.py, -10 dB) reached the VAD
-# in 2 of 4 runs at 5 while the canceller's reference had holes; with them fixed, 0 of 12.
+# A microphone's: libwebrtc's on phones. On speech it halved the VOIP encoder's CPU against
+# 10 (PyAV's), for packets within 3 % of the same size.
 COMPLEXITY = 5
+# The bot's voice (see above). Under a cap below VOICE_BITRATE: hybrid, at most BITRATE.
+VOICE_APPLICATION = APPLICATION_RESTRICTED_LOWDELAY
+VOICE_BITRATE = 64000
+VOICE_COMPLEXITY = 8
+MIN_BITRATE = 6000  # Opus's least
 # Silent frames encoded before the packet is reused: by then the encoder's state (and so
 # the decoder's) is that of silence, and the next speech starts from where it would.
 # It is also libopus's DTX hangover (200 ms of silence sent before DTX starts).
@@ -50,12 +60,28 @@ class OpusEncoder:
     ``dtx``, none for most frames of a silence: :meth:`encode` returns None)."""
 
     def __init__(
-        self, bitrate: int = BITRATE, complexity: int = COMPLEXITY, dtx: bool = False
+        self,
+        bitrate: int = BITRATE,
+        complexity: int = COMPLEXITY,
+        dtx: bool = False,
+        application: int = APPLICATION_VOIP,
     ) -> None:
-        self._encoder = Encoder(RATE, bitrate, complexity)
+        self._encoder = Encoder(RATE, bitrate, complexity, application)
         self._dtx = dtx
         self._silent_run = 0
         self._silence: bytes | None = None
+
+    @classmethod
+    def for_voice(cls, dtx: bool = False, max_bitrate: int | None = None) -> OpusEncoder:
+        """The bot's voice's encoder, under a receiver's ``max_bitrate`` (bit/s) if any."""
+        if max_bitrate is None or max_bitrate >= VOICE_BITRATE:
+            return cls(VOICE_BITRATE, VOICE_COMPLEXITY, dtx, VOICE_APPLICATION)
+        return cls(max(MIN_BITRATE, min(max_bitrate, BITRATE)), COMPLEXITY, dtx)
+
+    def limit_to_rate(self, rate: int) -> None:
+        """Code nothing above half of ``rate``: the rate the audio was recorded at, or the
+        most the far end plays at."""
+        self._encoder.limit_bandwidth(rate // 2)
 
     def encode(self, pcm: bytes, pts: int, silent: bool = False) -> Packet | None:
         """One packet for ``pcm`` (1920 bytes), or None when DTX sends none; ``silent``

@@ -69,7 +69,8 @@ class PacedAudioTrack(MediaStreamTrack):
     ``write`` queues PCM at any sample rate (resampled once to 48 kHz), optionally tagged
     with the text it speaks; ``recv`` sends silence whenever nothing is queued (with
     ``dtx``, as Opus DTX: after 200 ms, a packet every 400 ms, and the track sleeps
-    through the frames it does not send until audio is written; :mod:`server.media.opus`.
+    through the frames it does not send until audio is written; :mod:`server.media.opus`,
+    whose voice encoder ``limit_bitrate`` swaps for a far end that caps its bitrate.
     ``recv_pcm``, for transports that encode themselves, returns every frame); ``flush``
     drops everything queued at once, which is how barge-in silences the bot; ``pause``
     sends silence from the next frame on while keeping what is queued, and ``resume``
@@ -100,7 +101,9 @@ class PacedAudioTrack(MediaStreamTrack):
         self._sent_total = 0  # bytes of queued audio ever sent
         self._segments: deque[_Segment] = deque()
         self._marks: deque[tuple[int, Callable[[], None]]] = deque()
-        self._encoder = OpusEncoder(dtx=dtx)
+        self._dtx = dtx
+        self._encoder = OpusEncoder.for_voice(dtx)
+        self._widest_rate = 0  # the highest sample rate written: the bandwidth to code
         self._wake = asyncio.Event()  # audio to play: ends a sleep through silence
         self.playing = False
         self.paused = False
@@ -137,6 +140,9 @@ class PacedAudioTrack(MediaStreamTrack):
 
         ``text`` starts a new segment (the words this audio speaks); untagged audio
         written right after belongs to the same segment."""
+        if sample_rate > self._widest_rate:
+            self._widest_rate = sample_rate
+            self._encoder.limit_to_rate(sample_rate)
         before = len(self._queue)
         self._queue += self._resampler.resample(pcm, sample_rate)
         added = len(self._queue) - before
@@ -148,6 +154,12 @@ class PacedAudioTrack(MediaStreamTrack):
         self._queued_total += added
         if added:
             self._wake.set()
+
+    def limit_bitrate(self, max_bitrate: int) -> None:
+        """The far end receives at most ``max_bitrate`` bit/s (its offer said so)."""
+        self._encoder = OpusEncoder.for_voice(self._dtx, max_bitrate)
+        if self._widest_rate:
+            self._encoder.limit_to_rate(self._widest_rate)
 
     def mark(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once all audio queued so far has been sent (now, if none is)."""

@@ -67,8 +67,10 @@ def _short_pauses(samples: np.ndarray, block: int = TTS_RATE // 100, keep: int =
 
 def spoken(n: int) -> np.ndarray:
     """``n`` samples (24 kHz int16) of a recorded voice: espeak-ng reading a paragraph,
-    looped. Opus spends about twice the CPU on it as on :func:`buzz` (at complexity 10:
-    255 against 87 µs a 20 ms frame), so a bench of the server's CPU uses this."""
+    looped. Opus's VOIP encoder, which coded the bot's voice until 2026-11-27, spent about
+    twice the CPU on it as on :func:`buzz` (at complexity 10: 255 against 87 µs a 20 ms
+    frame), so a bench of the server's CPU uses this; CELT, which codes it now, costs
+    the same on both (73 and 70 µs)."""
     clip = _paragraph()
     return np.resize(clip, n)
 
