@@ -21,6 +21,7 @@ from loguru import logger
 from pipeline.aggregators import AssistantAggregator, UserAggregator
 from pipeline.context.llm_context import LLMContext
 from pipeline.conversation_params import ConversationParams
+from pipeline.deadline_timer import DeadlineTimer
 from pipeline.events import (
     BotResponseEnded,
     BotStartedSpeaking,
@@ -120,6 +121,7 @@ class Conversation:
         self._run_pending = False
         self._audio_next = True
         self._ticker: asyncio.Task[None] | None = None
+        self._timer: DeadlineTimer | None = None  # turn-taking's next deadline, once started
         # Called just before each LLM run (not greetings): e.g. refresh the <ui_state>.
         self.before_llm_run: list[Callable[[], None]] = []
         self._subscribe()
@@ -147,6 +149,11 @@ class Conversation:
 
     def feed(self, event: Event) -> None:
         """Take any event from outside (VAD, STT, playout, tools) or from the aggregators."""
+        self._take(event)
+        if self._timer is not None:  # the event may have moved a deadline
+            self._timer.arm(self.turns.next_deadline())
+
+    def _take(self, event: Event) -> None:
         t = event_time(event)
         if t is not None:
             self.turns.advance(t)
@@ -206,6 +213,8 @@ class Conversation:
         if self.barge_in.pending or self.barge_in.held:
             self.barge_in.advance(now)
         self.turns.advance(now)
+        if self._timer is not None and self._timer.passed(now):
+            self._timer.arm(self.turns.next_deadline())
 
     # -- playout (the output's listener) -----------------------------------------------------
 
@@ -393,7 +402,9 @@ class Conversation:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the timer that drives turn-taking when no audio does."""
+        """Start the timers that drive turn-taking between audio frames: its next deadline,
+        at its time, and a periodic one when no audio comes."""
+        self._timer = DeadlineTimer(self.tick, self.clock)
         self._ticker = asyncio.get_running_loop().create_task(self._tick_forever(), name="turns")
 
     async def _tick_forever(self) -> None:
@@ -405,6 +416,8 @@ class Conversation:
         """End of the session: stop everything; keep what was said (nothing is lost)."""
         self._reprompt.cancel()
         self._drop_held("the session ended")
+        if self._timer is not None:
+            self._timer.cancel()
         await cancel_and_wait([self._ticker, self._turn, self._summary])
         if self.output is not None:
             self.output.flush()

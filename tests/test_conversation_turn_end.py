@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+import pipeline.conversation
 from pipeline.events import (
     BotStartedSpeaking,
     BotStoppedSpeaking,
@@ -64,6 +65,22 @@ async def test_a_held_reply_is_invisible_until_the_turn_ends_then_plays_at_once(
         assert kinds.index(UserTurnStopped) < kinds.index(LLMResponseStarted)
         assert PreemptiveReplyEnded(used=True) in call.seen
         assert len(call.chats()) == 1  # no second request
+
+
+async def test_the_turn_ends_at_its_deadline_with_no_audio_frame_to_drive_it(
+    stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between audio frames (here: none at all) the turn still ends on time: a timer at
+    its deadline, not the next frame or the periodic tick (made 1 s here)."""
+    monkeypatch.setattr(pipeline.conversation, "TICK_SECONDS", 1.0)
+    async with Call(stub) as call:
+        arrived: list[float] = []
+        call.conv.events.on(UserTurnStopped, lambda _: arrived.append(time.monotonic()))
+        end = call.say("Set a timer for ten minutes.")
+        await call.until(UserTurnStopped)
+        stopped = next(e for e in call.seen if isinstance(e, UserTurnStopped))
+        assert stopped.t == pytest.approx(end + 0.5, abs=0.06)
+        assert arrived[0] - stopped.t < 0.25  # the tick would have been ~0.7 s late
 
 
 async def test_a_held_reply_is_dropped_unseen_when_the_user_goes_on(stub: OpenAIStub) -> None:

@@ -79,16 +79,19 @@ async def test_silence_goes_as_dtx_and_speech_wakes_the_track() -> None:
     assert bytes(packets[n + 1]) == bytes(packets[n - 1]), "the settled silence, not re-encoded"
     assert elapsed >= (n + DTX_UPDATE_FRAMES - 1) * 0.02, "the skipped frames still take their time"
     assert len(heard) == len(packets), "told only the frames it woke for"
-    # Asleep in the silence, it wakes for audio: the next frame due carries it, on the
-    # clock (its timestamp is the wall time since the start, give or take a frame).
+    # Asleep in the silence, it wakes for audio and sends it at once, off the 20 ms grid
+    # of the frames before (its timestamp is the wall time since the start). Written 3 ms
+    # after a grid point, it used to wait 17 ms for the next.
     asleep = asyncio.ensure_future(track.recv())
     await asyncio.sleep(0.1)
     assert not asleep.done()
+    await asyncio.sleep(0.023 - (time.monotonic() - started) % 0.02)
     track.write(tone(OUT_RATE, 0.1).tobytes(), OUT_RATE)
     written = time.monotonic()
     packet = await asyncio.wait_for(asleep, 0.2)
     assert time.monotonic() - written < 0.04
-    assert abs(packet.pts / OUT_RATE - (time.monotonic() - started)) < 0.04
+    assert packet.pts / OUT_RATE - (written - started) < 0.012
+    assert packet.pts % OUT_SAMPLES != 0
     assert len(bytes(packet)) > 20
     levels = decoded_rms([*packets, packet])
     assert max(levels[:-1]) < 50 and levels[-1] > 1000, "the DTX bytes decode to silence"
