@@ -35,7 +35,7 @@ from av import Packet
 
 from pipeline.task_cancel import cancel_and_wait
 from server.media.inbound_audio import InboundAudio
-from server.media.opus import OpusEncoder
+from server.media.opus import MIN_BITRATE, OpusEncoder
 from server.media.transceivers import opus_parameter
 from server.rtvi import server_messages
 from testkit.openai_stub import OpenAIStub
@@ -82,7 +82,7 @@ class TestMicrophone(MediaStreamTrack):
         bitrate = opus_parameter(answer_sdp, "maxaveragebitrate")
         if bitrate is None:
             bitrate = 12000 if rate and rate <= 8000 else 20000 if rate and rate <= 16000 else 32000
-        self._encoder = OpusEncoder(max(6000, min(bitrate, 510000)))
+        self._encoder = OpusEncoder(max(MIN_BITRATE, min(bitrate, 510000)))
         if rate is not None:
             self._encoder.limit_to_rate(rate)
 
