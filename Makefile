@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 export PIP_NO_INPUT := 1
 
-.PHONY: run test test-fast container-test scale-test scale-test-postgres install install-dev test-tools lint format clean
+.PHONY: run test test-fast container-test kube-test scale-test scale-test-postgres install install-dev test-tools lint format clean
 
 # Binds 127.0.0.1 (an open server is for this machine only): `PARLEY_HOST=0.0.0.0 make run`
 # serves the network, and then wants PARLEY_API_KEYS (see docs/security.md).
@@ -69,6 +69,13 @@ test-tools:
 # in $(VENV) (installed first if missing).
 container-test: $(VENV)/.dev
 	PY=$(PY) tests/container_test.sh
+
+# deploy/kubernetes/ run for real by Debian's `podman kube play`, with the images
+# container-test built (run it first): the StatefulSet's pods parley-0 and parley-1 and coturn,
+# the kubelet's probes, a WebRTC call through coturn, parley-0's drain on SIGTERM within its
+# terminationGracePeriodSeconds (about 2.5 min; see deploy/kube_play_test.py).
+kube-test: $(VENV)/.dev test-tools
+	$(PY) -m deploy.kube_play_test
 
 # Two replicas (r1, r2) and HAProxy with deploy/haproxy/haproxy.cfg on 127.0.0.1, checked
 # through HAProxy with real WebRTC clients: routing by id, spread, drain, crash (about a
