@@ -7,9 +7,11 @@ the bench of :mod:`pipeline.tools.sources.mcp`::
 HTTP is streamable HTTP at ``http://127.0.0.1:N/mcp``, bound to 127.0.0.1 only. The tools
 cover what a client must cope with: a result, an ``isError`` result (``fail``), a slow
 call (``slow``), a process that dies mid-call (``crash``) and structured content
-(``lookup_order``), a tool list that changes (``toggle_extra``). ``pid`` tells which
-process answered, ``getenv`` what environment it got. ``--clash`` adds
-``get_current_time``, the name of a built-in tool.
+(``lookup_order``), a tool list that changes (``toggle_extra``), a huge result (``blob``)
+and structured content nested deep (``nested``). ``pid`` tells which process answered,
+``getenv`` what environment it got. ``--clash`` adds ``get_current_time``, the name of a
+built-in tool; ``--json-response`` makes the HTTP server answer each request with one JSON
+body instead of an SSE stream.
 
 :class:`HTTPServerProcess` runs the HTTP one as a subprocess for a test or a bench.
 """
@@ -33,6 +35,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from testkit.server_process import free_port
 
 PATH = "/mcp"
+MAX_BLOB = 64 * 2**20
+MAX_NESTING = 200
 
 
 def add(a: int, b: int) -> int:
@@ -77,6 +81,19 @@ def lookup_order(order_id: str) -> dict[str, Any]:
     return {"order_id": order_id, "status": "shipped", "items": 2}
 
 
+def blob(size: int) -> str:
+    """``size`` characters of text (at most 64 MB): a result no LLM should read whole."""
+    return "x" * max(0, min(size, MAX_BLOB))
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """Structured content nested ``depth`` levels deep (at most 200)."""
+    value: dict[str, Any] = {"leaf": True}
+    for _ in range(max(0, min(depth, MAX_NESTING)) - 1):
+        value = {"next": value}
+    return value
+
+
 def extra() -> str:
     """A tool that comes and goes (``toggle_extra``)."""
     return "extra"
@@ -106,6 +123,7 @@ def build(name: str = "testkit", clash: bool = False) -> MCPServer:
     """The server with its tools; ``clash`` adds ``get_current_time``."""
     server = MCPServer(name, log_level="WARNING")
     tools: list[Callable[..., Any]] = [add, echo, pid, getenv, slow, fail, crash, lookup_order]
+    tools += [blob, nested]
     tools.append(_toggler(server))
     if clash:
         tools.append(get_current_time)
@@ -118,8 +136,11 @@ class HTTPServerProcess:
     """``python -m testkit.mcp_server --transport http`` in a subprocess on 127.0.0.1;
     :meth:`start` again after :meth:`stop` brings it back on the same port."""
 
-    def __init__(self, name: str = "testkit", port: int | None = None) -> None:
+    def __init__(
+        self, name: str = "testkit", port: int | None = None, json_response: bool = False
+    ) -> None:
         self.name = name
+        self.json_response = json_response
         self.port = free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}{PATH}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -128,6 +149,7 @@ class HTTPServerProcess:
         """Start it and wait until it accepts connections."""
         argv = [sys.executable, "-m", "testkit.mcp_server", "--transport", "http"]
         argv += ["--port", str(self.port), "--name", self.name]
+        argv += ["--json-response"] if self.json_response else []
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
@@ -162,12 +184,14 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765, help="HTTP port on 127.0.0.1")
     parser.add_argument("--name", default="testkit", help="the server's name")
     parser.add_argument("--clash", action="store_true", help="also offer get_current_time")
+    parser.add_argument("--json-response", action="store_true", help="HTTP: JSON, not SSE")
     args = parser.parse_args()
     server = build(args.name, args.clash)
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        server.run("streamable-http", host="127.0.0.1", port=args.port, streamable_http_path=PATH)
+        server.run("streamable-http", host="127.0.0.1", port=args.port,
+                   streamable_http_path=PATH, json_response=args.json_response)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from pipeline.context.budget import (
+    CUT_MARK,
     ContextBudget,
     ContextBudgetParams,
     history_tokens,
@@ -22,6 +23,7 @@ from pipeline.messages import (
     SystemMessage,
     ToolCallContent,
     ToolMessage,
+    ToolResultContent,
     UserMessage,
 )
 from pipeline.services.llm import LLMChunk, TextDelta
@@ -111,6 +113,49 @@ def test_a_newest_tool_result_keeps_its_call() -> None:
     trim_to_budget(context, 10)
     assert context.messages[1:] == [call, context.messages[-1]]
     assert isinstance(context.messages[-1], ToolMessage)
+
+
+def test_a_tool_result_over_the_budget_is_cut_and_leaves_room_for_the_question() -> None:
+    question = UserMessage.text("Fetch the price list, please.")
+    call = AssistantMessage([ToolCallContent(id="c9", name="fetch", args={})])
+    result = ToolMessage("c9", "x" * 100_000)
+    earlier = turns(3)
+    context = LLMContext([SYSTEM, *earlier, question, call, result])
+    assert trim_to_budget(context, 1000) == 0, "cut, nothing dropped"
+    assert context.messages == [SYSTEM, *earlier, question, call, result]
+    assert history_tokens(context.messages) <= 1000
+    assert result.content.startswith("x" * 1900) and result.content.endswith(CUT_MARK)
+    assert len(result.content) <= 500 * 4, "at most half the budget"
+
+
+def test_a_newest_call_alone_over_the_budget_is_cut_to_fit() -> None:
+    call = AssistantMessage([ToolCallContent(id="c9", name="fetch", args={})])
+    result = ToolMessage("c9", "x" * 100_000)
+    context = LLMContext([SYSTEM, UserMessage.text(WORDS * 30), call, result])
+    trim_to_budget(context, 1000)
+    assert context.messages[1:] == [call, result], "the pair stays, cut in place"
+    assert history_tokens(context.messages) <= 1000
+    assert result.content.endswith(CUT_MARK)
+
+
+def test_the_largest_newest_results_are_cut_first() -> None:
+    calls = [ToolCallContent(id=f"c{i}", name="fetch", args={}) for i in range(4)]
+    texts = ("ok", "y" * 12_000, "z" * 14_000, "w" * 13_600)  # 3,000 to 3,500 tokens each
+    results = [ToolResultContent(id=f"c{i}", content=t) for i, t in enumerate(texts)]
+    message = ToolMessage(contents=results)
+    context = LLMContext([SYSTEM, UserMessage.text(WORDS), AssistantMessage([*calls]), message])
+    trim_to_budget(context, 8000)  # each under half the budget, together over it
+    assert history_tokens(context.messages) <= 8000
+    assert [r.content for r in results if not r.content.endswith(CUT_MARK)] == [
+        texts[0],
+        texts[1],
+        texts[3],
+    ]
+    assert len(results[2].content) < len(texts[2])
+    trim_to_budget(context, 2000)
+    assert history_tokens(context.messages) <= 2000
+    assert results[0].content == "ok"
+    assert all(r.content.endswith(CUT_MARK) for r in results[1:])
 
 
 # -- summaries ------------------------------------------------------------------------------

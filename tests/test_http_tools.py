@@ -4,10 +4,12 @@ thread), called the way the LLM calls them: through a ToolRunner."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +36,14 @@ WEATHER_SCHEMA = {
     },
     "required": ["city"],
 }
+# 16 MB of "x" gzipped twice: a few hundred bytes on the wire (issue 42, item 5).
+BOMB_MB = 16
+BOMB = gzip.compress(gzip.compress(b"x" * (BOMB_MB * 2**20)))
+
+
+def schema(*names: str, **more: Any) -> dict[str, Any]:
+    """An object schema with these properties (any type)."""
+    return {"type": "object", "properties": {name: {} for name in names}, **more}
 
 
 # -- the endpoint ----------------------------------------------------------------------------
@@ -56,6 +66,27 @@ class Endpoint:
     def last(self) -> dict[str, Any]:
         with self.lock:
             return self.requests[-1]
+
+
+async def bomb(request: Request) -> Response:
+    return Response(BOMB, media_type="text/plain", headers={"Content-Encoding": "gzip, gzip"})
+
+
+async def gzipped(request: Request) -> Response:
+    body = gzip.compress(json.dumps({"sku": "BK-42", "in_stock": 4}).encode())
+    return Response(body, media_type="application/json", headers={"Content-Encoding": "gzip"})
+
+
+async def brotli(request: Request) -> Response:
+    # Not brotli at all: the client must refuse the coding, not decode it.
+    return Response(
+        b"\x1b\x03\x00\xf8", media_type="text/plain", headers={"Content-Encoding": "br"}
+    )
+
+
+async def json_text(request: Request) -> Response:
+    """The ``text`` the body names, as a JSON response."""
+    return Response(json.loads(await request.body())["text"], media_type="application/json")
 
 
 def _app(endpoint: Endpoint) -> Starlette:
@@ -118,6 +149,10 @@ def _app(endpoint: Endpoint) -> Starlette:
             Route("/status/{code}", status, methods=methods),
             Route("/hang", hang, methods=methods),
             Route("/huge", huge, methods=methods),
+            Route("/bomb", bomb, methods=methods),
+            Route("/json", json_text, methods=methods),
+            Route("/gzipped", gzipped, methods=methods),
+            Route("/brotli", brotli, methods=methods),
             Route("/redirect", redirect, methods=methods),
             Route("/cookie", cookie, methods=methods),
         ]
@@ -197,7 +232,8 @@ async def call_one(config: HTTPToolConfig, arguments: dict[str, Any], **kw: Any)
 async def test_post_sends_the_arguments_as_json_and_the_json_reply_is_the_result(
     endpoint: Endpoint,
 ) -> None:
-    config = tool("weather", f"{endpoint.url}/echo", parameters=WEATHER_SCHEMA)
+    parameters = schema("city", "days", "options")
+    config = tool("weather", f"{endpoint.url}/echo", parameters=parameters)
     arguments = {"city": "Zürich", "days": 3, "options": {"metric": True}}
     result = await call_one(config, arguments)
     assert isinstance(result, dict), "a JSON response is parsed"
@@ -208,7 +244,8 @@ async def test_post_sends_the_arguments_as_json_and_the_json_reply_is_the_result
 
 
 async def test_get_sends_the_arguments_as_query_parameters(endpoint: Endpoint) -> None:
-    config = tool("search", f"{endpoint.url}/echo?lang=en", method="get")
+    parameters = schema("q", "limit", "exact", "tags", "page")
+    config = tool("search", f"{endpoint.url}/echo?lang=en", method="get", parameters=parameters)
     arguments = {"q": "tides", "limit": 3, "exact": True, "tags": ["sea", "moon"], "page": None}
     result = await call_one(config, arguments)
     assert result["method"] == "GET"
@@ -223,13 +260,36 @@ async def test_get_sends_the_arguments_as_query_parameters(endpoint: Endpoint) -
 
 
 async def test_delete_also_uses_the_query(endpoint: Endpoint) -> None:
-    result = await call_one(tool("forget", f"{endpoint.url}/echo", method="DELETE"), {"id": 7})
+    forget = tool("forget", f"{endpoint.url}/echo", method="DELETE", parameters=schema("id"))
+    result = await call_one(forget, {"id": 7})
     assert (result["method"], result["query"], result["body"]) == ("DELETE", {"id": "7"}, "")
 
 
 async def test_a_text_response_becomes_a_string_result(endpoint: Endpoint) -> None:
     result = await call_one(tool("forecast", f"{endpoint.url}/text"), {"city": "Oslo"})
     assert result == "Sunny, 21 degrees."
+
+
+async def test_the_configured_query_wins_over_the_llms_arguments(endpoint: Endpoint) -> None:
+    parameters = schema("lang", "q")
+    url = f"{endpoint.url}/echo?lang=en&key=k1"
+    config = tool("search", url, method="GET", parameters=parameters)
+    result = await call_one(config, {"lang": "de", "key": "mine", "q": "tides"})
+    assert result["query"] == {"lang": "en", "key": "k1", "q": "tides"}
+
+
+async def test_only_the_schemas_properties_are_sent(endpoint: Endpoint) -> None:
+    arguments = {"city": "Oslo", "days": 2, "admin": True, "callback": "http://elsewhere"}
+    post = tool("weather", f"{endpoint.url}/echo", parameters=WEATHER_SCHEMA)
+    get = tool("forecast", f"{endpoint.url}/echo", method="GET", parameters=WEATHER_SCHEMA)
+    # The operator may allow more than the properties, explicitly.
+    open_schema = {**WEATHER_SCHEMA, "additionalProperties": True}
+    loose = tool("loose", f"{endpoint.url}/echo", parameters=open_schema)
+    calls = [(name, arguments) for name in ("weather", "forecast", "loose")]
+    posted, got, loosely = (o.result for o in await call_tools([post, get, loose], *calls))
+    assert posted["json"] == {"city": "Oslo", "days": 2}
+    assert got["query"] == {"city": "Oslo", "days": "2"}
+    assert loosely["json"] == arguments
 
 
 # -- headers and secrets ---------------------------------------------------------------------
@@ -293,7 +353,7 @@ async def test_a_closed_port_is_a_connection_error_result() -> None:
 
 async def test_a_hanging_server_times_out_without_stalling_other_calls(endpoint: Endpoint) -> None:
     slow = tool("slow", f"{endpoint.url}/hang", timeout=0.5)
-    quick = tool("quick", f"{endpoint.url}/echo", timeout=0.5)
+    quick = tool("quick", f"{endpoint.url}/echo", timeout=0.5, parameters=schema("n"))
     hung, *answered = await call_tools(
         [slow, quick], ("slow", {}), ("quick", {"n": 1}), ("quick", {"n": 2})
     )
@@ -309,6 +369,45 @@ async def test_a_huge_body_is_truncated_at_the_bound(endpoint: Endpoint) -> None
     body, _, note = result.rpartition("\n")
     assert body == "x" * MAX_BODY_BYTES
     assert "truncated" in note
+
+
+async def test_a_gzip_bomb_is_cut_while_it_is_decoded(endpoint: Endpoint) -> None:
+    assert len(BOMB) < 1000
+    tracemalloc.start()
+    try:
+        result = await call_one(tool("bomb", f"{endpoint.url}/bomb"), {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    body, _, note = result.rpartition("\n")
+    assert body == "x" * MAX_BODY_BYTES
+    assert "truncated" in note
+    # Decoded whole, the 16 MB would be held at least once (twice, as the code was).
+    assert peak < 4 * 2**20, f"{peak / 2**20:.1f} MB at the peak"
+
+
+async def test_a_gzipped_body_is_decoded_and_only_gzip_is_asked_for(endpoint: Endpoint) -> None:
+    result = await call_one(tool("stock", f"{endpoint.url}/gzipped"), {})
+    assert result == {"sku": "BK-42", "in_stock": 4}
+    echoed = await call_one(tool("echo", f"{endpoint.url}/echo"), {})
+    assert echoed["headers"]["accept-encoding"] == "gzip"
+
+
+async def test_an_encoding_it_cannot_decode_is_an_error_result(endpoint: Endpoint) -> None:
+    result = await call_one(tool("packed", f"{endpoint.url}/brotli"), {})
+    assert set(result) == {"error"}
+    assert "br" in result["error"] and "Content-Encoding" in result["error"]
+
+
+async def test_json_nested_too_deep_is_given_as_text(endpoint: Endpoint) -> None:
+    config = tool("raw", f"{endpoint.url}/json", parameters=schema("text"))
+    past_the_parser = "[" * 5000 + "]" * 5000  # Python's json gives up at ~1,000 levels
+    past_the_bound = "[" * 40 + "]" * 40
+    shallow = '{"a": [[["fine"]]]}'
+    outcomes = await call_tools(
+        [config], *(("raw", {"text": text}) for text in (past_the_parser, past_the_bound, shallow))
+    )
+    assert [o.result for o in outcomes] == [past_the_parser, past_the_bound, {"a": [[["fine"]]]}]
 
 
 # -- what the LLM sees -----------------------------------------------------------------------
@@ -341,7 +440,7 @@ async def test_the_llm_sees_the_schema_and_a_missing_argument_sends_nothing(
 
 
 async def test_redirects_are_followed_within_the_origin_only(endpoint: Endpoint) -> None:
-    here = tool("here", f"{endpoint.url}/redirect?to=/echo")
+    here = tool("here", f"{endpoint.url}/redirect?to=/echo", parameters=schema("a"))
     result = await call_one(here, {"a": 1})
     assert result["json"] == {"a": 1}, "a 307 keeps the method and the body"
     # Same server, other host name: another origin, so the headers must not go there.

@@ -62,6 +62,10 @@ async def ask(client: RTCTestClient, stub: OpenAIStub, text: str, requests: int)
     return [r.body for r in stub.requests(CHAT)]
 
 
+def tool_result_text(body: dict[str, Any], call_id: str) -> str:
+    return next(m["content"] for m in body["messages"] if m.get("tool_call_id") == call_id)
+
+
 def health(server: ServerProcess) -> dict[str, Any]:
     return httpx.get(f"{server.url}/health", timeout=5).json()
 
@@ -144,3 +148,31 @@ def test_a_server_that_is_down_is_reported_and_its_tools_do_not_stall_calls(
     assert "offline" in check["detail"] and "orders" not in check["detail"]
     status = health(mcp_server)["tools"]["mcp"]["offline"]
     assert status["state"] == "failing" and status["last_error"]
+
+
+async def test_huge_results_reach_the_llm_within_the_bounds(
+    mcp_server: ServerProcess, stub: OpenAIStub
+) -> None:
+    # 2 MB over stdio (read whole by the SDK, then cut), 2 MB over HTTP (past the
+    # transport's 1 MiB: an error for that call alone), 400 KB over HTTP (cut).
+    stub.reset()
+    calls = {
+        "call_stdio": ToolCall("blob", {"size": 2 * 2**20}, id="call_stdio"),
+        "call_past": ToolCall("inventory_blob", {"size": 2 * 2**20}, id="call_past"),
+        "call_http": ToolCall("inventory_blob", {"size": 400_000}, id="call_http"),
+    }
+    for call in calls.values():
+        stub.script_chat(ChatReply(tool_calls=(call,)), "That is a lot.")
+    sent: dict[str, Any] = {}
+    async with RTCTestClient(mcp_server.url) as client:
+        for n, call_id in enumerate(calls, start=1):
+            body = (await ask(client, stub, f"Fetch dump {n}.", 2 * n))[2 * n - 1]
+            sent[call_id] = tool_result_text(body, call_id)
+            # The context's budget (8,000 estimated tokens by default) holds the result
+            # with the question that asked for it: the result is cut to half of it.
+            assert any(m.get("content") == f"Fetch dump {n}." for m in body["messages"])
+            assert len(json.dumps(body["messages"])) < 8000 * 4
+    assert sent["call_stdio"].startswith('"xxxx') and sent["call_stdio"].endswith("budget]")
+    assert "1048576" in json.loads(sent["call_past"])["error"]
+    assert sent["call_http"].startswith('"xxxx') and sent["call_http"].endswith("budget]")
+    assert health(mcp_server)["tools"]["mcp"]["inventory"]["state"] == "connected"

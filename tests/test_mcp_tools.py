@@ -4,6 +4,7 @@ a real stdio subprocess and real streamable HTTP on 127.0.0.1, called through th
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -32,14 +33,17 @@ from pipeline.tools.sources.mcp_results import (
     result_for_llm,
     tool_name,
 )
+from pipeline.tools.sources.result_bounds import MAX_RESULT_BYTES
 from testkit.mcp_server import HTTPServerProcess
 from testkit.server_process import free_port
 
 pytestmark = pytest.mark.e2e
 
 SERVER_TOOLS = {
-    *("add", "echo", "pid", "getenv", "slow", "fail", "crash", "lookup_order", "toggle_extra")
+    *("add", "echo", "pid", "getenv", "slow", "fail", "crash", "lookup_order", "toggle_extra"),
+    *("blob", "nested"),
 }
+BOUND = MAX_RESULT_BYTES
 Make = Callable[..., Awaitable[tuple[MCPTools, ToolRegistry]]]
 
 
@@ -102,6 +106,13 @@ def gone(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[HTTPServerProcess]:
     with HTTPServerProcess("test") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def json_server() -> Iterator[HTTPServerProcess]:
+    """A streamable-HTTP server that answers each request with one JSON body, not SSE."""
+    with HTTPServerProcess("test", json_response=True) as server:
         yield server
 
 
@@ -207,6 +218,49 @@ async def test_many_concurrent_calls_share_one_connection(
     await calls.runner.close()
 
 
+async def test_a_huge_result_is_cut_at_the_bound(make: Make, config: MCPServerConfig) -> None:
+    _, registry = await make(config)
+    calls = Calls(registry)
+    # Under the HTTP transport's bound of 1 MiB: the result and its text copy, 800 KB.
+    result = await calls.call("blob", size=400_000)
+    assert isinstance(result, str)
+    text, _, note = result.rpartition("\n")
+    assert text == "x" * BOUND
+    assert "truncated" in note
+    failed = await calls.call("fail", message="y" * 400_000)
+    assert set(failed) == {"error"} and len(failed["error"]) < BOUND + 200
+    await calls.runner.close()
+
+
+@pytest.mark.parametrize("answers", ["sse", "json"])
+async def test_a_result_past_the_transports_bound_fails_only_its_call(
+    make: Make, http_server: HTTPServerProcess, json_server: HTTPServerProcess, answers: str
+) -> None:
+    server = http_server if answers == "sse" else json_server
+    tools, registry = await make(MCPServerConfig(name="test", url=server.url, timeout=10.0))
+    calls = Calls(registry)
+    result = await calls.call("blob", size=2 * 2**20)
+    assert set(result) == {"error"}
+    assert "1048576" in result["error"], result  # the bound, named
+    assert "unavailable" not in result["error"]
+    assert await calls.call("add", a=1, b=2) == {"result": 3}
+    status = tools.status()["test"]
+    assert (status["state"], status["reconnects"]) == ("connected", 0)
+    await calls.runner.close()
+
+
+async def test_structured_content_nested_too_deep_is_given_as_text(
+    make: Make, config: MCPServerConfig
+) -> None:
+    _, registry = await make(config)
+    calls = Calls(registry)
+    deep = await calls.call("nested", depth=100)
+    assert isinstance(deep, str) and '"leaf"' in deep
+    shallow = await calls.call("nested", depth=3)
+    assert shallow == {"next": {"next": {"leaf": True}}}
+    await calls.runner.close()
+
+
 # -- names -------------------------------------------------------------------------------------
 
 
@@ -274,6 +328,19 @@ def test_results_for_the_llm() -> None:
     assert result_for_llm(structured) == {"n": 1}
     failed = types.CallToolResult(content=[text], structured_content={"n": 1}, is_error=True)
     assert result_for_llm(failed) == {"error": "two lines"}
+    # Bounded as HTTP tools' results are: the text cut and marked, too deep as its JSON.
+    huge = types.CallToolResult(content=[types.TextContent(text="é" * BOUND)])
+    cut, _, note = result_for_llm(huge).rpartition("\n")
+    assert cut == "é" * (BOUND // 2) and "truncated" in note  # whole characters, by bytes
+    deep: dict[str, Any] = {"leaf": 1}
+    for _ in range(40):
+        deep = {"next": deep}
+    nested = types.CallToolResult(content=[], structured_content=deep)
+    assert result_for_llm(nested) == json.dumps(deep, separators=(",", ":"))
+    wide = types.CallToolResult(content=[], structured_content={"k": "v" * BOUND})
+    assert result_for_llm(wide).startswith('{"k":"vvv') and "truncated" in result_for_llm(wide)
+    loud = types.CallToolResult(content=[types.TextContent(text="e" * 10 * BOUND)], is_error=True)
+    assert len(result_for_llm(loud)["error"]) < BOUND + 200
 
 
 # -- failures --------------------------------------------------------------------------------

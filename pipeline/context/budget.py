@@ -12,8 +12,12 @@ the prompt and the tool schemas are not counted, summarization cannot shrink the
 - **The limit**: whenever the context grows (a user turn, typed or spoken, an answer, a
   tool result: :meth:`ContextBudget.attach`) and just before every LLM run, if the
   history is over the budget (a summary failed, is still running, went stale, or
-  summaries are off), the oldest messages are dropped until it fits; a tool result never
-  loses its call, and a newest user text larger than the whole budget is cut to fit. So
+  summaries are off), a tool result larger than half the budget is first cut to half
+  (one page or dump must leave room for the question that asked for it), then the
+  oldest messages are dropped until it fits; a tool result never loses its call. What
+  must stay (the newest user text, or the newest call with its results) is cut to fit
+  when it alone is still larger than the budget: tool results first, the largest first,
+  then a user text. So
   the context is within its budget at all times, not only when an answer is due: text
   typed with ``run_immediately: false`` cannot pile up between answers.
   Growth only trims, it never starts a summary: a summary is an LLM call, and a client
@@ -38,6 +42,7 @@ from pipeline.context.llm_context import (
     LLMContext,
     estimate_message_tokens,
     estimate_tokens,
+    text_tokens,
 )
 from pipeline.context.summarizer import (
     ContextSummarizer,
@@ -66,7 +71,8 @@ from pipeline.services.llm import LLMService, TextDelta
 from pipeline.task_cancel import cancel_and_wait
 
 SUMMARY_AT = 0.75  # of the budget: when a summary starts
-# What a newest user text cut to fit the budget ends with.
+RESULT_SHARE = 0.5  # of the budget: the most one tool result keeps once the context is over
+# What a newest user text or tool result cut to fit the budget ends with.
 CUT_MARK = " [… cut to fit the context budget]"
 # The events after which the context holds more than before (its subscribers run first).
 GROWTH = (UserTranscript, AssistantTranscript, FunctionCallResult)
@@ -108,15 +114,22 @@ def _is_tool_result(message: Message) -> bool:
 
 def trim_to_budget(context: LLMContext, max_tokens: int) -> int:
     """Drop the oldest history until it fits ``max_tokens``; returns how many messages
-    went. The newest message always stays (a plain user text alone over the budget is
-    cut to fit, in place); a tool result goes with its call (a result
+    went. Tool results over :data:`RESULT_SHARE` of the budget are cut to it first, in
+    place. The newest message always stays; a tool result goes with its call (a result
     without one is refused by the provider), so the cut moves past such results, or back
-    to the call when the result is the newest message."""
+    to the call when the result is the newest message. What stays and is still over the
+    budget is cut to fit, in place (:func:`_fit`)."""
     messages = context.get_messages()
     head = head_length(messages)
+    if max_tokens <= 0 or estimate_tokens(messages[head:]) <= max_tokens:
+        return 0
+    most = int(max_tokens * RESULT_SHARE)
+    for result in _results(messages[head:]):
+        if text_tokens(result.content) > most:
+            _shorten(result, text_tokens(result.content) - most)
     sizes = [estimate_message_tokens(m) for m in messages]
     total = sum(sizes[head:])
-    if max_tokens <= 0 or total <= max_tokens:
+    if total <= max_tokens:
         return 0
     last = len(messages) - 1
     cut = head
@@ -129,9 +142,41 @@ def trim_to_budget(context: LLMContext, max_tokens: int) -> int:
         cut -= 1
     if cut > head:
         context.set_messages([*messages[:head], *messages[cut:]])
-    if cut == last and sizes[last] > max_tokens:
-        _cut_text(messages[last], max_tokens)
+    if sum(sizes[cut:]) > max_tokens:
+        _fit(messages[cut:], max_tokens)
     return cut - head
+
+
+def _fit(messages: Sequence[Message], max_tokens: int) -> None:
+    """Cut what keeps the newest messages (all that the limit keeps) over the budget, in
+    place (whoever holds the messages keeps them): their tool results, the largest first
+    (a fetched page, an MCP dump), then a plain user text standing alone."""
+    total = estimate_tokens(messages)
+    for result in sorted(_results(messages), key=lambda r: len(r.content), reverse=True):
+        if total <= max_tokens:
+            return
+        total -= _shorten(result, total - max_tokens)
+    if total > max_tokens and len(messages) == 1:
+        _cut_text(messages[0], max_tokens)
+
+
+def _results(messages: Sequence[Message]) -> list[ToolResultContent]:
+    found: list[ToolResultContent] = []
+    for message in messages:
+        if isinstance(message, ToolMessage | UserMessage):
+            found += [c for c in message.contents if isinstance(c, ToolResultContent)]
+    return found
+
+
+def _shorten(result: ToolResultContent, excess: int) -> int:
+    """Cut ``result``'s text by ``excess`` tokens (to the mark alone at most); returns
+    the tokens it no longer costs."""
+    before = text_tokens(result.content)
+    keep = max(0, (before - excess) * CHARS_PER_TOKEN - len(CUT_MARK))
+    if keep + len(CUT_MARK) >= len(result.content):
+        return 0  # too short to gain anything by a cut
+    result.content = result.content[:keep] + CUT_MARK
+    return before - text_tokens(result.content)
 
 
 def _cut_text(message: Message, max_tokens: int) -> None:

@@ -50,7 +50,8 @@ TOKENS_PER_IMAGE = 500
 TOKENS_PER_AUDIO_CLIP = 500
 
 
-def _text_tokens(text: str) -> int:
+def text_tokens(text: str) -> int:
+    """The estimated tokens of one text."""
     return -(-len(text) // CHARS_PER_TOKEN)  # ceil, so short texts still count
 
 
@@ -58,19 +59,19 @@ def estimate_message_tokens(message: Message) -> int:
     """The estimated prompt tokens one message costs (see the module docstring)."""
     match message:
         case SystemMessage() | DeveloperMessage():
-            return TOKENS_PER_MESSAGE + _text_tokens(message.content)
+            return TOKENS_PER_MESSAGE + text_tokens(message.content)
         case ToolMessage():  # one wire message per result
-            return sum(TOKENS_PER_MESSAGE + _text_tokens(r.content) for r in message.contents)
+            return sum(TOKENS_PER_MESSAGE + text_tokens(r.content) for r in message.contents)
         case CompactionSummaryMessage():
-            return TOKENS_PER_MESSAGE + _text_tokens(message.text())
+            return TOKENS_PER_MESSAGE + text_tokens(message.text())
         case UserMessage():
             return _user_tokens(message)
         case AssistantMessage():
             calls = message.tool_calls()
             if not calls and not any(isinstance(c, TextContent) for c in message.contents):
                 return 0  # not sent: nothing OpenAI can see
-            arguments = sum(_text_tokens(c.name + c.arguments_json()) for c in calls)
-            return TOKENS_PER_MESSAGE + _text_tokens(message.text_content()) + arguments
+            arguments = sum(text_tokens(c.name + c.arguments_json()) for c in calls)
+            return TOKENS_PER_MESSAGE + text_tokens(message.text_content()) + arguments
     return 0
 
 
@@ -80,11 +81,11 @@ def _user_tokens(message: UserMessage) -> int:
     for c in message.contents:
         if isinstance(c, ToolResultContent):
             results += 1  # sent as a tool message of its own
-            total += TOKENS_PER_MESSAGE + _text_tokens(c.content)
+            total += TOKENS_PER_MESSAGE + text_tokens(c.content)
             continue
         rest += 1
         if isinstance(c, TextContent):
-            total += _text_tokens(c.content)
+            total += text_tokens(c.content)
         elif isinstance(c, ImageContent):
             total += TOKENS_PER_IMAGE * len(c.images)
         elif isinstance(c, AudioContent):

@@ -18,8 +18,18 @@ Why it is built this way:
   variable stops the server with a clear message instead of failing every call. Header
   values never appear in a result or a log line, and since an endpoint may echo them
   back in an error body, their values are scrubbed from error text too.
-* **Bounded**: at most :data:`MAX_BODY_BYTES` of a body are read (streamed, then the
-  connection is dropped), so one huge response cannot bloat the server or the context.
+* **Only what the operator declared goes out**: of the LLM's arguments, only those the
+  tool's schema names (its ``properties``; all of them only where the schema says
+  ``"additionalProperties": true``), and never one whose name the configured URL's query
+  fixes: ``?key=...`` in the URL is the operator's, and an LLM talked into sending
+  ``key`` must not replace it (nor add it to a body, which some frameworks merge with
+  the query).
+* **Bounded**: at most :data:`MAX_BODY_BYTES` of a body are read, *decoded*: the raw
+  bytes are read and their content coding undone in bounded pieces
+  (:mod:`pipeline.tools.sources.http_body`, which says why decoding and not refusing),
+  so a gzip bomb stops at the bound like any long body; then the connection is dropped.
+  A JSON body nested too deep is the result as text (the bounds every tool source
+  shares: :mod:`pipeline.tools.sources.result_bounds`).
 * **No surprises on the wire**: redirects are followed only within the same origin, as
   a redirect elsewhere would carry the tool's headers (API keys) to a host the operator
   never named; and there is no cookie jar, since the client is shared by every session
@@ -42,11 +52,19 @@ from loguru import logger
 
 from pipeline.tools.registry import ToolHandler, ToolSpec
 from pipeline.tools.sources.config import HTTPToolConfig
+from pipeline.tools.sources.http_body import (
+    ACCEPT_ENCODING,
+    BodyDecodeError,
+    BodyDecoder,
+    UnsupportedEncoding,
+)
+from pipeline.tools.sources.result_bounds import MAX_RESULT_BYTES, bounded, marked
 
 __all__ = ["MAX_BODY_BYTES", "USER_AGENT", "HTTPTools", "check_http_tools"]
 
-# The most of a response body that is read; the rest is cut off and the result says so.
-MAX_BODY_BYTES = 64 * 1024
+# The most of a (decoded) response body that is read; the rest is cut off and the result
+# says so.
+MAX_BODY_BYTES = MAX_RESULT_BYTES
 # An error result shows the start of the body: enough for a message, not a whole page.
 MAX_ERROR_CHARS = 300
 _ERROR_READ_BYTES = 4096  # room for MAX_ERROR_CHARS after whitespace is collapsed
@@ -91,7 +109,7 @@ class HTTPTools:
         self._tools = [_prepare(config, env) for config in configs]
         self._client = httpx.AsyncClient(
             follow_redirects=False,  # followed by hand, same origin only (see _send)
-            headers={"User-Agent": USER_AGENT},
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING},
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),  # keeps none
         )
 
@@ -115,7 +133,8 @@ class HTTPTools:
 
     def _handler(self, tool: _Tool) -> ToolHandler:
         # **arguments: the binding then allows any argument through; the schema's
-        # "required" list is still checked by ToolSpec.bind before this runs.
+        # "required" list is still checked by ToolSpec.bind before this runs, and only
+        # what the schema names goes on the wire (_sendable).
         async def handler(**arguments: Any) -> Any:
             return await self._call(tool, arguments)
 
@@ -132,6 +151,8 @@ class HTTPTools:
                 body, truncated = await _read(response, limit)
             finally:
                 await response.aclose()
+        except (UnsupportedEncoding, BodyDecodeError) as exc:
+            return _failure(tool, f"HTTP {response.status_code}: {exc}")
         except httpx.TimeoutException:
             return _failure(tool, f"timed out after {config.timeout:g}s")
         except httpx.ConnectError as exc:
@@ -147,6 +168,7 @@ class HTTPTools:
     def _request(self, tool: _Tool, arguments: dict[str, Any]) -> httpx.Request:
         config = tool.config
         url = httpx.URL(config.url)
+        arguments = _sendable(config.parameters, url, arguments)
         body: dict[str, Any] = {}
         if config.method in _QUERY_METHODS:
             # Merged by hand: httpx's params= would replace the configured URL's query.
@@ -219,6 +241,21 @@ def _expand(
     return _ENV_REF.sub(substitute, value), used
 
 
+def _sendable(
+    schema: Mapping[str, Any], url: httpx.URL, arguments: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The arguments that go on the wire (see the module docstring)."""
+    properties = schema.get("properties") or {}
+    more = schema.get("additionalProperties", False)
+    any_name = more is True or isinstance(more, dict)
+    fixed = set(url.params.keys())
+    return {
+        name: value
+        for name, value in arguments.items()
+        if (any_name or name in properties) and name not in fixed
+    }
+
+
 def _query(arguments: Mapping[str, Any]) -> dict[str, str]:
     # JSON spelling for scalars too (true, not True); a null is an argument not given.
     return {
@@ -233,16 +270,20 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
 
 
 async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of the (decoded) body, and whether there was more."""
+    """At most ``limit`` bytes of the decoded body, and whether there was more; raises
+    UnsupportedEncoding or BodyDecodeError. Decoded here, piece by piece, not by httpx
+    (``aiter_bytes`` decodes a network chunk whole, however large it becomes)."""
+    decoder = BodyDecoder(response.headers.get("content-encoding", ""))
     data = bytearray()
     # Closed on leaving early, so the generator is not left for the garbage collector.
-    # cast: httpx types aiter_bytes as an AsyncIterator; it is an async generator.
-    body = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-    async with contextlib.aclosing(body) as chunks:
+    # cast: httpx types aiter_raw as an AsyncIterator; it is an async generator.
+    raw = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+    async with contextlib.aclosing(raw) as chunks:
         async for chunk in chunks:
-            data += chunk
-            if len(data) > limit:
-                return bytes(data[:limit]), True  # the caller closes the response
+            for piece in decoder.decode(chunk):
+                data += piece
+                if len(data) > limit:
+                    return bytes(data[:limit]), True  # the caller closes the response
     return bytes(data), False
 
 
@@ -255,13 +296,13 @@ def _result(response: httpx.Response, body: bytes, truncated: bool) -> Any:
     text = _decode(response, body)
     if truncated:
         # Cut JSON does not parse; the LLM gets the text and is told it is incomplete.
-        return f"{text}\n[truncated: the response was longer than {MAX_BODY_BYTES} bytes]"
+        return marked(text, MAX_BODY_BYTES)
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json" or content_type.endswith("+json"):
         try:
-            return json.loads(text)
-        except ValueError:
-            return text  # says JSON, is not: the text is still what the endpoint said
+            return bounded(json.loads(text), text)  # nested too deep: the text
+        except (ValueError, RecursionError):
+            return text  # says JSON, is not (or too deep to parse): still what it said
     return text
 
 

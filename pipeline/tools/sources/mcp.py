@@ -17,9 +17,17 @@ Design:
 - **A server that is down never stalls a call.** Its tools stay registered; a call
   returns at once ``{"error": "MCP server <name> is unavailable (...); try again
   later"}``, and a call in flight when the connection dies returns such an error as soon
-  as the SDK reports the connection closed (not at its timeout). A call that times out
-  or is cancelled costs only itself: the SDK sends the server a cancellation and the
-  session goes on.
+  as the SDK reports the connection closed and a ping fails (at once, on a closed
+  connection; not at its timeout). A call that times out or is cancelled costs only
+  itself: the SDK sends the server a cancellation and the session goes on; so does a
+  call whose response broke a bound (the SDK reports that as a closed connection too,
+  which the ping tells apart).
+- **Bounded results.** What the LLM reads of a result is bounded as an HTTP tool's is
+  (:mod:`pipeline.tools.sources.result_bounds`: 64 KB of text, 32 levels of JSON). Over
+  streamable HTTP one response is also bounded as it is read, at 1 MiB decoded
+  (:mod:`pipeline.tools.sources.mcp_http`); past it that call fails alone. Over stdio
+  the SDK reads each line whole, with no bound to set: a stdio server is a command the
+  operator chose, and what it prints is held whole until the result is cut.
 - **Names.** A tool is offered under the server's name for it, made valid
   (``^[a-zA-Z0-9_-]{1,64}$``); only when that name is taken (a built-in tool, another
   server's) is it offered as ``{server}_{tool}``. At start, servers connect concurrently
@@ -30,11 +38,13 @@ Design:
 Upstream API relied on (the official ``mcp`` SDK, 2.x): ``mcp.client.stdio.stdio_client``
 with ``StdioServerParameters`` (``env`` merged over its ``get_default_environment()``),
 ``mcp.client.streamable_http.streamable_http_client`` with our own ``httpx2.AsyncClient``
-(for the headers), ``mcp.client.ClientSession`` (``initialize``, ``list_tools``,
+(for the headers and the bounds: a response hook) and ``max_sse_event_size``;
+``mcp.client.ClientSession`` (``initialize``, ``list_tools``,
 ``call_tool(name, arguments, read_timeout_seconds=...)``, ``send_ping``, a
 ``message_handler`` for ``tools/list_changed``), ``MCPError`` codes ``CONNECTION_CLOSED``
 and ``REQUEST_TIMEOUT`` from ``mcp_types``, and ``CallToolResult`` (``is_error``,
-``structured_content``, ``content``).
+``structured_content``, ``content``); the SDK turning an ``httpx2.StreamError`` while it
+reads a JSON response into an error for that request.
 
 Wiring (the server's lifespan)::
 

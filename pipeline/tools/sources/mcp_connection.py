@@ -13,18 +13,18 @@ from contextlib import AsyncExitStack
 from typing import Any, Literal, TextIO, cast
 
 import anyio
-import httpx2
 import mcp_types as types
 from loguru import logger
 from mcp.client import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import REQUEST_TIMEOUT
 
 from pipeline.tools.registry import ToolHandler, ToolRegistry, ToolSpec
 from pipeline.tools.runner import error_result
 from pipeline.tools.sources.config import MCPServerConfig
+from pipeline.tools.sources.mcp_http import MAX_MESSAGE_BYTES, http_client
 from pipeline.tools.sources.mcp_results import (
     MissingVariableError,
     expand_headers,
@@ -42,8 +42,6 @@ PING_INTERVAL = 5.0  # an idle connection is checked this often (a dead process 
 PING_TIMEOUT = 5.0
 PING_MISSES = 3  # unanswered pings in a row before a hung server is reconnected
 CLOSE_TIMEOUT = 10.0  # the SDK's stdio shutdown is bounded by ~6 s (stdin, SIGTERM, SIGKILL)
-# The SDK's own defaults for its HTTP client: a call may hold its response stream open.
-HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
 def _errlog() -> TextIO:
@@ -139,8 +137,10 @@ class MCPConnection:
             if exc.code == REQUEST_TIMEOUT:
                 return error_result(f"{tool} timed out after {self.config.timeout:g}s")
             # A protocol error may mean the session is gone (an HTTP server that restarted
-            # answers 404 for it): a ping tells that from a bad request.
-            if exc.code == CONNECTION_CLOSED or not await self._alive(session):
+            # answers 404 for it), and the SDK reports one request's response stream
+            # failing (an SSE event past its bound) as a closed connection: a ping tells
+            # those from a bad request or a bad response.
+            if not await self._alive(session):
                 self._connection_lost(session, reason(exc))
                 return self._unavailable(self.last_error or reason(exc))
             return error_result(f"{tool} failed: {exc.message}")
@@ -268,10 +268,11 @@ class MCPConnection:
             params = StdioServerParameters(command=command, args=args, env=self.config.env)
             return await stack.enter_async_context(stdio_client(params, errlog=_errlog()))
         assert self.config.url is not None
-        client = httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT)
-        await stack.enter_async_context(client)
+        client = await stack.enter_async_context(http_client(headers))
         return await stack.enter_async_context(
-            streamable_http_client(self.config.url, http_client=client)
+            streamable_http_client(
+                self.config.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
+            )
         )
 
     def _connected(self, session: ClientSession) -> None:

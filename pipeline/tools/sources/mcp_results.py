@@ -1,5 +1,6 @@
 """What passes between an MCP server and the LLM: valid tool names, the input schema as an
-object schema, a tool result as the LLM reads it, header variables expanded, and a short
+object schema, a tool result as the LLM reads it (bounded as HTTP tools' results are:
+:mod:`pipeline.tools.sources.result_bounds`), header variables expanded, and a short
 reason for an SDK failure. Pure functions, used by :mod:`pipeline.tools.sources.mcp_connection`.
 """
 
@@ -14,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
 from pipeline.tools.runner import error_result
+from pipeline.tools.sources.result_bounds import MAX_RESULT_BYTES, bounded, cut
 
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -51,13 +53,28 @@ def object_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
 
 def result_for_llm(result: types.CallToolResult) -> Any:
     """What the LLM reads: ``{"error": text}`` for an ``isError`` result, else the
-    structured content if any, else the text of the content blocks."""
-    text = "\n".join(_describe(block) for block in result.content)
+    structured content if any, else the text of the content blocks; text cut at the
+    bound, and structured content too large or too deep given as the blocks' text (a
+    server should send its JSON there too), or as its own JSON if there is none."""
+    text = _text(result.content)
     if result.is_error:
-        return error_result(text or "the tool reported an error")
+        return error_result(cut(text) or "the tool reported an error")
     if result.structured_content is not None:
-        return result.structured_content
-    return text
+        return bounded(result.structured_content, text or None)
+    return cut(text)
+
+
+def _text(blocks: list[types.ContentBlock]) -> str:
+    """The blocks' text, one a line, up to one character past the bound (then cut)."""
+    parts: list[str] = []
+    room = MAX_RESULT_BYTES + 1
+    for block in blocks:
+        if room <= 0:
+            break
+        part = _describe(block)[:room]  # a huge text is not copied whole
+        parts.append(part)
+        room -= len(part) + 1
+    return "\n".join(parts)
 
 
 def _describe(block: types.ContentBlock) -> str:
