@@ -351,22 +351,26 @@ async def sections(args: argparse.Namespace) -> dict[str, Any]:
     return rows
 
 
-def main() -> None:
+def scenario_parser(doc: str | None, scenarios: tuple[str, ...]) -> argparse.ArgumentParser:
+    """A bench's command line: ``--only`` (its scenarios) and ``--json``; add its own."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--only", default=",".join(SCENARIOS), help="scenarios, comma-separated")
-    parser.add_argument("--duration", type=float, default=30.0, help="s of offer flood (slots)")
-    parser.add_argument("--rate", type=float, default=2.5, help="attacker offers per second")
-    parser.add_argument("--probe-seconds", type=float, default=10.0, help="s to count probes")
-    parser.add_argument("--sections", type=int, default=40, help="extra audio sections")
+    parser.add_argument("--only", default=",".join(scenarios), help="scenarios, comma-separated")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def run_scenarios(parser: argparse.ArgumentParser, scenarios: tuple[str, ...],
+                  namespace: dict[str, Any]) -> None:  # fmt: skip
+    """Run the chosen scenarios (coroutines named as they are, in ``namespace``) and print
+    their figures as one table, or JSON."""
     args = parser.parse_args()
     chosen = [s for s in args.only.split(",") if s]
-    unknown = set(chosen) - set(SCENARIOS)
+    unknown = set(chosen) - set(scenarios)
     if unknown:
-        parser.error(f"unknown scenarios {sorted(unknown)}; choose from {SCENARIOS}")
-    results = {name: asyncio.run(globals()[name](args)) for name in chosen}
+        parser.error(f"unknown scenarios {sorted(unknown)}; choose from {scenarios}")
+    results = {name: asyncio.run(namespace[name](args)) for name in chosen}
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -374,6 +378,15 @@ def main() -> None:
     for name, rows in results.items():
         for figure, value in rows.items():
             print(f"| {name} | {figure} | {value} |")
+
+
+def main() -> None:
+    parser = scenario_parser(__doc__, SCENARIOS)
+    parser.add_argument("--duration", type=float, default=30.0, help="s of offer flood (slots)")
+    parser.add_argument("--rate", type=float, default=2.5, help="attacker offers per second")
+    parser.add_argument("--probe-seconds", type=float, default=10.0, help="s to count probes")
+    parser.add_argument("--sections", type=int, default=40, help="extra audio sections")
+    run_scenarios(parser, SCENARIOS, globals())
 
 
 if __name__ == "__main__":

@@ -140,8 +140,8 @@ async def test_a_recorded_call_has_both_sides_where_they_happened(served: Server
         audio = np.concatenate([f.to_ndarray() for f in container.decode(audio=0)], axis=1)
         rate = container.streams.audio[0].rate
     assert audio.shape[0] == 2
-    # From the session's start to its end: the caller connected just before the first and
-    # hung up just before the second.
+    # From the call's first audio (the caller's microphone, as soon as it connected: just
+    # after the first) to its end (the caller hung up just before the second).
     assert audio.shape[1] / rate == pytest.approx(at["ended"], abs=1.0)
     user, bot = frame_levels(audio[USER], rate), frame_levels(audio[BOT], rate)
 
@@ -230,3 +230,27 @@ async def test_a_webrtc_call_is_recorded_too(served: ServerProcess) -> None:
 async def _until(check: Callable[[], bool]) -> None:
     while not check():
         await asyncio.sleep(0.05)
+
+
+@pytest.mark.timeout(60)
+async def test_a_caller_who_sends_nothing_is_recorded_from_the_bots_first_words(
+    served: ServerProcess,
+) -> None:
+    """No audio from the caller at all: the bot's first frame that is not silence (the
+    notice) starts the recording."""
+    url = served.url.replace("http://", "ws://") + f"/ws?api_key={KEY}"
+    async with PcmCaller(url) as caller:
+        caller.muted = True  # not even a silent frame
+        await caller.ready()
+        await caller.wait_for(lambda: caller.event_types().count("bot-stopped-speaking") >= 2, 20)
+    own = {"Authorization": f"Bearer {KEY}"}
+    async with httpx.AsyncClient(base_url=served.url, headers=own) as http:
+        session = await ended_session(http, own)
+        assert session["recording"] is True
+        answer = await http.get(f"/api/sessions/{session['id']}/recording")
+    with av.open(io.BytesIO(answer.content)) as container:
+        audio = np.concatenate([f.to_ndarray() for f in container.decode(audio=0)], axis=1)
+        rate = container.streams.audio[0].rate
+    user, bot = frame_levels(audio[USER], rate), frame_levels(audio[BOT], rate)
+    assert int(np.argmax(bot > LOUD)) * FRAME < 0.5, "it starts with the notice"
+    assert share_loud(user, 0, audio.shape[1] / rate) == 0

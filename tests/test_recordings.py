@@ -1,5 +1,7 @@
 """The folder of call recordings: a file per session named by an id that cannot leave the
-folder, and retention deleting recordings as old as the transcripts it deletes."""
+folder, retention deleting recordings as old as the transcripts it deletes, the folder's
+cap (``PARLEY_RECORDING_MAX_BYTES``: the oldest removed first) and a recording read in
+chunks as far as it was written."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 
 from server.settings import Settings
 from server.storage.memory import MemoryTranscriptStore
-from server.storage.recordings import RecordingDirectory
+from server.storage.recordings import CHUNK_BYTES, RecordingDirectory, read_chunks
 from server.storage.retention import purge_expired
 
 
@@ -55,3 +57,64 @@ async def test_retention_deletes_recordings_past_it_and_keeps_the_rest(tmp_path:
 def test_recording_needs_a_transcript_store() -> None:
     with pytest.raises(pydantic.ValidationError, match="recording needs a transcript store"):
         Settings(recording=True, storage="none")
+
+
+def recordings_of(folder: Path, ages: dict[str, float], size: int = 1000) -> None:
+    """Files of ``size`` bytes named by ``ages``, last written that many seconds ago."""
+    folder.mkdir(exist_ok=True)
+    now = time.time()
+    for name, age in ages.items():
+        path = folder / f"{name}.ogg"
+        path.write_bytes(bytes(size))
+        os.utime(path, (now - age, now - age))
+
+
+def test_the_cap_removes_the_oldest_recordings_first(tmp_path: Path) -> None:
+    recordings_of(tmp_path, {"a": 5000, "b": 4000, "c": 3000, "d": 2000, "e": 1000})
+    (tmp_path / "notes.txt").write_bytes(bytes(10_000))  # not a recording: not counted
+    folder = RecordingDirectory(tmp_path, max_bytes=2500)
+    sweep = folder.cap()
+    assert sorted(p.stem for p in tmp_path.glob("*.ogg")) == ["d", "e"]
+    assert (sweep.removed, sweep.removed_bytes, sweep.files, sweep.bytes) == (3, 3000, 2, 2000)
+    assert folder.cap().removed == 0  # under the cap: nothing more
+    status = folder.status()
+    assert status == {
+        "max_bytes": 2500, "files": 2, "bytes": 2000,
+        "removed_over_cap": 3, "removed_over_cap_bytes": 3000,
+    }  # fmt: skip
+    assert RecordingDirectory(tmp_path / "none-yet", max_bytes=1).cap().files == 0
+
+
+def test_recordings_being_written_count_but_are_never_removed(tmp_path: Path) -> None:
+    recordings_of(tmp_path, {"old": 5000, "live-1": 1, "live-2": 2})
+    sweep = RecordingDirectory(tmp_path, max_bytes=1500).cap()
+    assert sorted(p.stem for p in tmp_path.glob("*.ogg")) == ["live-1", "live-2"]
+    assert (sweep.removed, sweep.bytes) == (1, 2000)  # still over: live calls' files
+
+
+def test_no_cap_removes_nothing(tmp_path: Path) -> None:
+    recordings_of(tmp_path, {"a": 5000, "b": 4000})
+    assert RecordingDirectory(tmp_path, max_bytes=0).cap().removed == 0
+    assert len(list(tmp_path.glob("*.ogg"))) == 2
+
+
+def test_the_cap_is_a_setting_with_a_default(tmp_path: Path) -> None:
+    assert RecordingDirectory.of(Settings(data_dir=tmp_path)).max_bytes == 5_000_000_000
+    chosen = Settings(data_dir=tmp_path, recording_max_bytes=10**6)
+    assert RecordingDirectory.of(chosen).max_bytes == 10**6
+
+
+def test_a_recording_is_read_in_chunks_as_far_as_it_was_written(tmp_path: Path) -> None:
+    folder = RecordingDirectory(tmp_path)
+    assert folder.open_written("nobody") is None and folder.open_written("../x") is None
+    path = tmp_path / "call.ogg"
+    path.write_bytes(b"x" * (2 * CHUNK_BYTES + 10))
+    written = folder.open_written("call")
+    assert written is not None
+    file, size = written
+    assert size == 2 * CHUNK_BYTES + 10
+    with path.open("ab") as more:  # the call goes on
+        more.write(b"y" * 100)
+    chunks = list(read_chunks(file, size))
+    assert [len(c) for c in chunks] == [CHUNK_BYTES, CHUNK_BYTES, 10]
+    assert b"y" not in b"".join(chunks) and file.closed

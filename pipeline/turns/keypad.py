@@ -5,17 +5,27 @@ within ``window`` seconds of each other are one entry, which goes to the convers
 as a typed user turn the LLM reads ("pressed on the keypad: 415") once the caller stops
 pressing, presses ``end_digit`` (for example ``#``) or fills ``max_digits``. Each key is
 also a :class:`KeypadPressed` event, for agents' hooks and observers.
+
+An entry past the call's typed-turn budget (:class:`~pipeline.turns.merge.TypedTextRefused`)
+is dropped and counted. A caller keying ``1#`` as fast as the line carries keys makes 50
+of them a second: the first is logged, then one line at most every
+``REFUSED_LOG_SECONDS`` says how many were dropped since.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from loguru import logger
+
 from pipeline.events.event import Event
+from pipeline.turns.merge import TypedTextRefused
 
 DIGITS = frozenset("0123456789*#ABCD")
+REFUSED_LOG_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +45,9 @@ class Keypad:
         end_digit: str = "",
         window: float = 2.0,
         max_digits: int = 32,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``add_turn`` may raise :class:`TypedTextRefused`: the entry is then dropped."""
         self._add_turn = add_turn
         self._emit = emit
         self.end_digit = end_digit
@@ -45,6 +57,10 @@ class Keypad:
         self._timer: asyncio.TimerHandle | None = None
         self.pressed = 0
         self.entries = 0
+        self.refused = 0  # entries dropped: over the typed-turn budget
+        self._clock = clock
+        self._logged_at: float | None = None  # when a dropped entry was last logged
+        self._unlogged = 0  # entries dropped since
 
     def press(self, digit: str) -> None:
         """One key; ``ValueError`` if it is not a DTMF key."""
@@ -72,7 +88,10 @@ class Keypad:
             return
         keyed, self._digits = "".join(self._digits), []
         self.entries += 1
-        self._add_turn(f"(pressed on the keypad: {keyed})")
+        try:
+            self._add_turn(f"(pressed on the keypad: {keyed})")
+        except TypedTextRefused:
+            self._refused()
 
     def close(self) -> None:
         """Forget what was keyed in (the call ended)."""
@@ -80,3 +99,25 @@ class Keypad:
             self._timer.cancel()
             self._timer = None
         self._digits.clear()
+        if self._unlogged:
+            self._log_unlogged()
+
+    def _refused(self) -> None:
+        self.refused += 1
+        now = self._clock()
+        if self._logged_at is None:
+            self._logged_at = now
+            logger.info("keypad entry dropped: over the typed-turn budget")
+        elif now - self._logged_at >= REFUSED_LOG_SECONDS:
+            self._unlogged += 1
+            self._log_unlogged()
+        else:
+            self._unlogged += 1
+
+    def _log_unlogged(self) -> None:
+        logger.info(
+            "keypad: {} more entries dropped over the typed-turn budget ({} in all)",
+            self._unlogged, self.refused,
+        )  # fmt: skip
+        self._logged_at = self._clock()
+        self._unlogged = 0

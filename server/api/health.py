@@ -34,6 +34,8 @@ class Health(BaseModel):
     max_sessions: int
     models: dict[str, Any]
     storage: dict[str, Any] | None = None
+    # The recordings folder as its cap's last sweep found it (PARLEY_RECORDING_MAX_BYTES).
+    recordings: dict[str, Any] | None = None
     circuits: dict[str, Any] = {}
     tools: dict[str, Any] = {}  # the tool sources: each MCP server's state, the HTTP tools
     process: dict[str, Any] = {}
@@ -69,12 +71,18 @@ async def health(request: Request, registry: Registry) -> Any:
         max_sessions=registry.settings.max_sessions,
         models=registry.services.status(),
         storage=request.app.state.store.status(),
+        recordings=_recordings(request),
         circuits=registry.services.circuits(),
         tools=registry.services.tool_sources_status(),
         process=process_stats().as_dict(),
         open=not request.app.state.api_keys.enabled,
         warning=request.app.state.exposure_warning,
     )
+
+
+def _recordings(request: Request) -> dict[str, Any] | None:
+    folder = getattr(request.app.state, "recordings", None)  # an app built without lifespan
+    return folder.status() if folder is not None else None
 
 
 class Ready(BaseModel):

@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from server.api.signalling import ERRORS
 from server.guards.auth import Owner, owns
-from server.storage.recordings import MEDIA_TYPE, RecordingDirectory
+from server.storage.recordings import MEDIA_TYPE, RecordingDirectory, read_chunks
 from server.storage.store import SessionRecord, SessionSummary, TranscriptStore
 
 router = APIRouter(tags=["history"])
@@ -105,9 +105,24 @@ async def get_recording(
     if path is None or not await asyncio.to_thread(path.is_file):
         raise HTTPException(404, f"no recording of session {session_id!r}")
     if record.live:  # growing: what is written now (a file response would overrun its length)
-        written = await asyncio.to_thread(path.read_bytes)
-        return Response(written, media_type=MEDIA_TYPE)
+        return await _written_so_far(recordings, record.id, session_id)
     return FileResponse(path, media_type=MEDIA_TYPE, filename=path.name)
+
+
+async def _written_so_far(
+    recordings: RecordingDirectory, pc_id: str, session_id: str
+) -> StreamingResponse:
+    """A live recording as far as it is written now, streamed from the disk a chunk at a
+    time (each read in a thread): read whole, a long call's file would sit in memory
+    once for each GET."""
+    written = await asyncio.to_thread(recordings.open_written, pc_id)
+    if written is None:
+        raise HTTPException(404, f"no recording of session {session_id!r}")
+    file, size = written
+    # A sync iterator: Starlette runs each step in its thread pool, off the event loop.
+    chunks = read_chunks(file, size)
+    headers = {"Content-Length": str(size)}
+    return StreamingResponse(chunks, media_type=MEDIA_TYPE, headers=headers)
 
 
 @router.get("/api/history", response_model=History, responses=ERRORS)

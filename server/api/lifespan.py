@@ -1,11 +1,12 @@
 """What lives as long as the server: the transcript store, the model services, the session
 registry and its drain, and the background tasks (liveness, loop lag, model loading,
-transcript purge). Started before the first request; at shutdown stopped in the reverse
-order of need: no new sessions, the sessions closed (their last turns written), then the
-store and the models.
+transcript purge, the recordings folder's cap). Started before the first request; at
+shutdown stopped in the reverse order of need: no new sessions, the sessions closed
+(their last turns written), then the store and the models.
 
 Everything built here is published on ``app.state`` (``store``, ``services``,
-``registry``, ``drain``, ``started``) for the routes and the readiness checks.
+``registry``, ``drain``, ``started``, ``recordings``) for the routes and the readiness
+checks.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from server.session.shutdown import Drain, ShutdownHook, run_shutdown_hooks
 from server.settings import Settings
 from server.storage.backends import open_store
 from server.storage.recordings import RecordingDirectory
-from server.storage.retention import keep_purging, purge_expired
+from server.storage.retention import enforce_cap, keep_capped, keep_purging, purge_expired
 from server.storage.store import StorageError, TranscriptStore
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -48,12 +49,15 @@ def lifespan(
     @contextlib.asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
         limit_blas_threads()
-        store = await _open_store(settings)
         recordings = app.state.recordings = RecordingDirectory.of(settings)
+        store = await _open_store(settings, recordings)
         days = settings.transcript_retention_days
-        purger = asyncio.create_task(
-            keep_purging(store, days, recordings), name="purge-transcripts"
-        )
+        background = [
+            asyncio.create_task(keep_purging(store, days, recordings), name="purge-transcripts")
+        ]
+        if settings.recording:  # else no recording grows: the start-up sweep was enough
+            capping = keep_capped(recordings)
+            background.append(asyncio.create_task(capping, name="cap-recordings"))
         app.state.store = store
         services = build_services(settings, agent)
         for spec in app.state.tools:  # tools the app added (server- or client-side)
@@ -83,7 +87,7 @@ def lifespan(
             yield
         finally:
             registry.draining = True
-            await cancel_and_wait([watcher, loading, purger, lag])
+            await cancel_and_wait([watcher, loading, *background, lag])
             await registry.close_all("server shutdown", error="the server is shutting down")
             if tracing is not None:  # the calls' last spans, exported
                 await asyncio.to_thread(tracing.shutdown)
@@ -95,15 +99,17 @@ def lifespan(
     return run
 
 
-async def _open_store(settings: Settings) -> TranscriptStore:
-    """The transcript store, opened, with records past their retention deleted."""
+async def _open_store(settings: Settings, recordings: RecordingDirectory) -> TranscriptStore:
+    """The transcript store, opened, with records past their retention deleted (and
+    their recordings), and the recordings folder under its cap."""
     store = open_store(settings)
     try:
         await store.start()
     except StorageError as exc:
         logger.error("{}", exc)
         raise
-    await purge_expired(store, settings.transcript_retention_days, RecordingDirectory.of(settings))
+    await purge_expired(store, settings.transcript_retention_days, recordings)
+    await enforce_cap(recordings)
     return store
 
 

@@ -77,7 +77,7 @@ class Session:
         self._connect(env, transport)
         self._start_pipeline(env)
         self.record = self._recorder(env)
-        self.recording = self._recording(env)
+        self._recording(env)
         if env.settings.max_session_seconds > 0:
             self.spawn(self.closer.expire_after(env.settings.max_session_seconds), "max-duration")
 
@@ -145,17 +145,36 @@ class Session:
         self.rtvi.error_listeners.append(lambda exc: record.rejected(exc.reason, exc.error))
         return record
 
-    def _recording(self, env: SessionEnv) -> CallRecording | None:
-        """The call's recording (``PARLEY_RECORDING``): the caller as heard, the bot as the
-        track plays it."""
+    def _recording(self, env: SessionEnv) -> None:
+        """Whether the call is recorded (``PARLEY_RECORDING``): the caller as heard, the bot
+        as the track plays it. The recording (its file, its worker thread) starts at the
+        first audio of either side (:meth:`_start_recording`): a session that never
+        connects, or never speaks, costs none."""
+        self.recording: CallRecording | None = None
         self._recording_notice = ""
         path = RecordingDirectory.of(env.settings).path(self.pc_id)
-        if not env.settings.recording or path is None:
-            return None
+        self._recording_path = path if env.settings.recording else None
+        if self._recording_path is None:
+            return
         self._recording_notice = env.settings.recording_notice.strip()
-        recording = CallRecording(path, bot_rate=OUT_RATE)
-        self.outbound.on_frame_out = recording.bot
-        return recording
+        self.outbound.on_frame_out = self._first_bot_frame
+
+    def _first_bot_frame(self, pcm: bytes) -> None:
+        """The track's frames until one is not silence: that one starts the recording."""
+        if pcm.count(0) != len(pcm):  # in C: one pass over a frame's 1920 bytes at most
+            recording = self._start_recording()
+            if recording is not None:
+                recording.bot(pcm)
+
+    def _start_recording(self) -> CallRecording | None:
+        """The recording, started now if it is not yet (None: the call is not recorded,
+        or is closing)."""
+        if self.recording is None and self._recording_path is not None:
+            if self.closer.started:
+                return None
+            self.recording = CallRecording(self._recording_path, bot_rate=OUT_RATE)
+            self.outbound.on_frame_out = self.recording.bot
+        return self.recording
 
     # -- negotiation --------------------------------------------------------------
 
@@ -191,8 +210,11 @@ class Session:
             return  # frames still in flight while the pipeline shuts down
         self.last_activity = time.monotonic()
         self.audio_frames_in += 1
-        if self.recording is not None:
-            self.recording.user(frame)
+        recording = self.recording
+        if recording is None and self._recording_path is not None:
+            recording = self._start_recording()
+        if recording is not None:
+            recording.user(frame)
         self.voice.push_audio(frame)
 
     def _event_handler_failed(self, exc: Exception, event: Any) -> None:
@@ -213,7 +235,7 @@ class Session:
     def greet(self) -> None:
         """The client can hear us: the recording notice (``PARLEY_RECORDING_NOTICE``, when
         the call is recorded), then the greeting."""
-        if self.recording is not None and self._recording_notice:
+        if self._recording_path is not None and self._recording_notice:
             self.agent_call.announce(self._recording_notice, self.voice.client_ready)
         else:
             self.voice.client_ready()

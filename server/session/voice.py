@@ -42,7 +42,7 @@ from pipeline.tools.registry import ToolRegistry
 from pipeline.tools.runner import ToolRunner
 from pipeline.turns.idle_check_ins import IdleCheckIns
 from pipeline.turns.keypad import Keypad
-from pipeline.turns.merge import TypedTextRefused, TypedTurnParams, TypedTurns
+from pipeline.turns.merge import TypedTurnParams, TypedTurns
 from pipeline.vision.camera import VisionContext, VisionParams
 from pipeline.vision.image_results import ToolImages
 from pipeline.vision.tools import FrameSource
@@ -119,8 +119,8 @@ class VoiceSession:
         self.rtvi = self._rtvi_events(settings, tools, send, client_protocol)
         self._context_limits(services, settings)
         self.typed = self._typed_turns(settings)
-        # A phone caller's keys: entries as typed turns (pipeline/turns/keypad.py).
-        self.keypad = Keypad(self._keyed, self.conversation.events.emit,
+        # A phone caller's keys: entries as typed turns, within their budget (keypad.py).
+        self.keypad = Keypad(self.typed.add, self.conversation.events.emit,
                              settings.telephony_end_digit)  # fmt: skip
         idle = idle_check_in_params(settings)
         self.idle = IdleCheckIns(self.conversation, idle, self._end_call) if idle else None
@@ -329,12 +329,6 @@ class VoiceSession:
         ``TypedTextRefused`` past the session's typed-turn budget."""
         self.typed.add(content, run_immediately, audio_response)
 
-    def _keyed(self, entry: str) -> None:
-        try:
-            self.typed.add(entry)
-        except TypedTextRefused:  # keys faster than the typed-turn budget: the entry is lost
-            logger.info("keypad entry dropped: over the typed-turn budget")
-
     def client_tool_result(self, tool_call_id: str, function_name: str, result: Any) -> None:
         """RTVI ``llm-function-call-result``; raises ``ClientToolError`` when no such call
         waits for the client."""
@@ -349,7 +343,7 @@ class VoiceSession:
     def info(self) -> dict[str, Any]:
         """Conversation figures for the session endpoint and ``session-info``: the latest
         transcript messages only (``PARLEY_INFO_TRANSCRIPT_*``), and how many were left out."""
-        settings = self.settings
+        settings, pad = self.settings, self.keypad
         transcript, omitted = _latest_transcript(
             self.context.messages, settings.info_transcript_messages, settings.info_transcript_bytes
         )
@@ -360,7 +354,7 @@ class VoiceSession:
             "metrics": self.conversation.metrics.summary(),
             "context": self.context_budget.info(),
             "typed_turns": {"merged": self.typed.merged, "refused": self.typed.refused},
-            "keypad": {"pressed": self.keypad.pressed, "entries": self.keypad.entries},
+            "keypad": {"pressed": pad.pressed, "entries": pad.entries, "refused": pad.refused},
             "discarded_speech": dict(self.discards.counts),
         }
         if self.vision is not None:

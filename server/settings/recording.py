@@ -29,3 +29,11 @@ class RecordingSettings(BaseModel):
         description="With recording: spoken to the caller at the start of each call, "
         'before the greeting ("This call is recorded."); empty for no notice.',
     )
+    recording_max_bytes: int = Field(
+        5_000_000_000,
+        ge=0,
+        description="Most bytes of recordings in recording_dir (about 450 hours of calls by "
+        "default); past it the recordings last written longest ago are removed, checked at "
+        "start-up and every 30 s (/health recordings; logged). Recordings being written "
+        "count but are kept. 0: no cap.",
+    )

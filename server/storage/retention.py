@@ -1,5 +1,7 @@
 """Retention: records of sessions that ended more than ``PARLEY_TRANSCRIPT_RETENTION_DAYS``
-ago are deleted at start-up and then hourly, and their call recordings with them."""
+ago are deleted at start-up and then hourly, and their call recordings with them; the
+recordings folder is kept under ``PARLEY_RECORDING_MAX_BYTES`` at start-up and every
+``CAP_INTERVAL`` seconds (the oldest go first)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from server.storage.recordings import RecordingDirectory
 from server.storage.store import TranscriptStore
 
 PURGE_INTERVAL = 3600.0
+# Between two sweeps of the cap the folder grows by what the live calls write (20 calls:
+# about 2 MB in 30 s) and the calls started meanwhile; a sweep stats every recording.
+CAP_INTERVAL = 30.0
 
 
 async def purge_expired(
@@ -44,3 +49,30 @@ async def keep_purging(
     while True:
         await asyncio.sleep(PURGE_INTERVAL)
         await purge_expired(store, retention_days, recordings)
+
+
+async def enforce_cap(recordings: RecordingDirectory) -> int:
+    """Remove the oldest recordings past the folder's cap (in a thread); how many. A
+    failure is logged, never raised."""
+    if recordings.max_bytes <= 0:
+        return 0
+    try:
+        sweep = await asyncio.to_thread(recordings.cap)
+    except Exception as exc:
+        logger.warning("capping the recordings folder failed: {!r}", exc)
+        return 0
+    if sweep.removed:
+        logger.warning(
+            "removed {} call recordings ({:.1f} MB), the oldest: the folder was over "
+            "PARLEY_RECORDING_MAX_BYTES ({:.1f} MB); {} left, {:.1f} MB",
+            sweep.removed, sweep.removed_bytes / 1e6, recordings.max_bytes / 1e6,
+            sweep.files, sweep.bytes / 1e6,
+        )  # fmt: skip
+    return sweep.removed
+
+
+async def keep_capped(recordings: RecordingDirectory) -> None:
+    """Keep the recordings folder under its cap every :data:`CAP_INTERVAL` s, for ever."""
+    while True:
+        await asyncio.sleep(CAP_INTERVAL)
+        await enforce_cap(recordings)
