@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from pipeline.tools.sources.http import check_http_tools
 from server.api.app import create_app
-from server.api.slow_clients import uvicorn_options
-from server.ops.logs import configure_logging
+from server.api.uvicorn_options import uvicorn_options
+from server.ops.logs import configure_logging, redact_uvicorn_logs
 from server.session.shutdown import GracefulServer
 from server.settings.agent_file import AgentFileError, configured_agent, settings_for
 
@@ -43,6 +43,7 @@ def main() -> None:
         # Deadlines and caps for slow clients, and whose X-Forwarded-For is believed.
         **uvicorn_options(settings),
     )
+    redact_uvicorn_logs()  # after uvicorn.Config, which sets its loggers up
     server = GracefulServer(config, app)
     try:
         server.run()

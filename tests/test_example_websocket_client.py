@@ -86,4 +86,5 @@ def test_a_refused_call_exits_1_with_the_servers_code_and_reason(
 ) -> None:
     run = run_client(served, str(question), str(tmp_path / "answer.wav"), "--listen", "0")
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "closed by the server: 1008 an API key is required" in run.stdout
+    assert "refused by the server: HTTP 401" in run.stdout
+    assert "an API key is required" in run.stdout

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import httpx
 import numpy as np
 import pytest
+from websockets.exceptions import InvalidStatus
 
 from testkit.openai_stub import OpenAIStub
 from testkit.server_process import ServerProcess
@@ -118,9 +119,14 @@ async def test_with_api_keys_a_call_needs_one(
     start_server: Callable[..., ServerProcess], stub: OpenAIStub
 ) -> None:
     server = start_server(**stub.server_settings(api_keys='["k-1"]'))
-    async with PcmCaller(ws_url(server)) as anonymous:
-        await asyncio.wait_for(anonymous.closed.wait(), 5)
-        assert anonymous.close_code == 1008 and "API key" in anonymous.close_reason
+    # Refused before the upgrade: HTTP 401 with the app's JSON error, no WebSocket at all.
+    for url, error in ((ws_url(server), "an API key is required"),
+                       (ws_url(server) + "?api_key=k-2", "the API key is not valid")):  # fmt: skip
+        with pytest.raises(InvalidStatus) as refused:
+            async with PcmCaller(url):
+                pass
+        assert refused.value.response.status_code == 401
+        assert error in json.loads(refused.value.response.body)["error"]
     async with PcmCaller(ws_url(server) + "?api_key=k-1") as keyed:
         await keyed.ready()
         await keyed.wait_for(lambda: "bot-ready" in keyed.event_types(), within=10)

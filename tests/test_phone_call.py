@@ -6,6 +6,7 @@ models are the OpenAI-compatible stub, the REST API a local fake of Twilio's).""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.exceptions import InvalidStatus
 
 from server.telephony.signature import twilio_signature
 from testkit.fake_twilio_rest import FakeTwilioRest, fake_twilio_rest
@@ -252,9 +254,11 @@ async def test_a_telnyx_call_with_an_api_key_is_answered_in_its_codecs(
     refused = await webhook(server, new_sid())  # no Twilio token to check its signature
     assert refused.status_code == 403 and "PARLEY_TWILIO_AUTH_TOKEN" in refused.json()["error"]
     url = ws_url(server)
-    async with TelnyxCaller(url) as stranger:
-        await asyncio.wait_for(stranger.closed.wait(), 5)
-    assert stranger.close_code == 1008 and "API key" in stranger.close_reason
+    with pytest.raises(InvalidStatus) as refused:  # no token can be issued: refused at once
+        async with TelnyxCaller(url):
+            pass
+    assert refused.value.response.status_code == 401
+    assert "API key" in json.loads(refused.value.response.body)["error"]
     async with TelnyxCaller(url + "?api_key=k-1") as caller:
         await caller.wait_for(lambda: caller.bot_seconds() > 1.0, within=10)  # the greeting
         await asyncio.sleep(1.0)
@@ -271,18 +275,26 @@ async def test_a_telnyx_call_with_an_api_key_is_answered_in_its_codecs(
 
 
 @pytest.mark.timeout(60)
-async def test_phone_calls_are_not_held_to_the_per_address_caps(
+async def test_phone_calls_from_the_providers_networks_are_not_held_to_the_address_caps(
     start_server: Callable[..., ServerProcess], stub: OpenAIStub
 ) -> None:
-    """Every call comes from the provider's servers: a cap per address would cap them all."""
-    server = start_server(**stub.server_settings(max_sessions_per_address="1",
-                                                 max_sessions_per_network="1"))  # fmt: skip
-    async with TwilioCaller(ws_url(server)) as one, TwilioCaller(ws_url(server)) as two:
+    """Every call comes from the provider's servers: a cap per address would cap them all.
+    Everyone else's streams are held to it, as any client is."""
+    caps = {"max_sessions_per_address": "1", "max_sessions_per_network": "1"}
+    trusting = start_server(
+        **stub.server_settings(**caps, telephony_trusted_networks="127.0.0.0/8")
+    )
+    async with TwilioCaller(ws_url(trusting)) as one, TwilioCaller(ws_url(trusting)) as two:
         await asyncio.sleep(1.0)
         assert not one.closed.is_set() and not two.closed.is_set()
-        async with httpx.AsyncClient(base_url=server.url) as http:
+        async with httpx.AsyncClient(base_url=trusting.url) as http:
             listed = (await http.get("/api/sessions")).json()["sessions"]
         assert len([s for s in listed if s["transport"] == "phone"]) == 2
+    capped = start_server(**stub.server_settings(**caps))
+    async with TwilioCaller(ws_url(capped)) as one, TwilioCaller(ws_url(capped)) as two:
+        await asyncio.wait_for(two.closed.wait(), 5)
+        assert two.close_code == 1013 and "from this address" in two.close_reason
+        assert not one.closed.is_set()
 
 
 @pytest.mark.timeout(60)

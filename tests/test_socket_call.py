@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from starlette.websockets import WebSocketState
 
 from server.guards.rate_limit import TokenBucket
@@ -16,7 +17,7 @@ from server.media.inbound_audio import PacketGate
 from server.rtvi.protocol import RTVIError
 from server.transports.base import TransportHooks
 from server.transports.pcm_socket import PcmSocketTransport
-from server.transports.socket_call import FRAME_BYTES, SocketLimits
+from server.transports.socket_call import FRAME_BYTES, SocketClosed, SocketLimits
 
 
 class StalledSocket:
@@ -94,3 +95,17 @@ async def test_a_message_flood_is_dropped_and_told_once() -> None:
         call._serve(b"\0\0")
     assert 15 <= call.dropped_messages <= 20  # the burst of 10 went through
     assert len(heard.reports) == 1 and "too many messages" in str(heard.reports[0])
+
+
+async def test_a_flood_far_past_the_budget_ends_the_call() -> None:
+    """Each dropped message still costs its parse: five bursts' worth over, it is closed."""
+    heard = Heard()
+    call = transport(heard, burst=10)
+    call.state = "connected"
+    for _ in range(60):
+        call._serve(b"\0\0")  # the burst, then drops, all within a few milliseconds
+    with pytest.raises(SocketClosed) as closed:
+        for _ in range(20):
+            call._serve(b"\0\0")
+    assert closed.value.code == 1008 and "too many messages" in closed.value.reason
+    assert call.dropped_messages == 51

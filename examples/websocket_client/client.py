@@ -14,7 +14,7 @@ import time
 import wave
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 RATE = 16000
 FRAME = 640  # bytes: 20 ms of 16 kHz mono s16
@@ -53,7 +53,13 @@ async def call(url: str, question: str, answer: str, api_key: str | None, listen
         pcm = src.readframes(src.getnframes())
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     heard = bytearray()
-    async with connect(url, additional_headers=headers) as ws:
+    try:
+        ws = await connect(url, additional_headers=headers)
+    except InvalidStatus as exc:  # refused before the upgrade: no or a wrong API key
+        body = exc.response.body.decode(errors="replace")
+        print(f"refused by the server: HTTP {exc.response.status_code} {body}")
+        return 1
+    async with ws:
         listening = asyncio.create_task(speaker(ws, heard))
         ready = {"version": "1.0.0", "about": {"library": "parley-example"}}
         try:  # client-ready; the question, then silence while the agent answers

@@ -2,9 +2,11 @@
 with it: who may open one, the session opened through the registry like any other call
 (its capacity, per-client caps, drain), served until either side ends it.
 
-Refusals are WebSocket closes with a reason, after the handshake so that every client
-can read them: 1008 (policy: no or a wrong credential), 1013 (try again later: full,
-draining, too many from this client), 1009 (a message too large).
+A missing or wrong API key is refused before the upgrade, with an HTTP 401 and a JSON
+body (:func:`deny`): a client with no key costs no WebSocket. Later refusals are
+WebSocket closes with a reason: 1008 (policy: a wrong stream token, a protocol error),
+1013 (try again later: full, draining, too many from this client), 1009 (a message too
+large).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fastapi import APIRouter, WebSocket
+from fastapi.responses import JSONResponse
 from loguru import logger
+from starlette.websockets import WebSocketDisconnect
 
 from server.guards.auth import ApiKeys
 from server.guards.rate_limit import TokenBucket
@@ -56,9 +60,29 @@ def socket_credential(websocket: WebSocket) -> tuple[bool, str | None]:
 
 
 async def refuse(websocket: WebSocket, code: int, reason: str) -> None:
-    """Close an accepted WebSocket with ``reason`` (trimmed to a close frame's 123 bytes)."""
+    """Close an accepted WebSocket with ``reason`` (trimmed to a close frame's 123 bytes);
+    a client already gone is no error."""
     logger.info("WebSocket call refused ({}): {}", code, reason)
-    await websocket.close(code, reason.encode()[:123].decode(errors="ignore"))
+    try:
+        await websocket.close(code, reason.encode()[:123].decode(errors="ignore"))
+    except (WebSocketDisconnect, OSError, RuntimeError):
+        pass  # it left first (RuntimeError: Starlette's word for a socket already closed)
+
+
+async def deny(websocket: WebSocket, status: int, error: str) -> None:
+    """Refuse the upgrade itself: an HTTP ``status`` with the app's JSON error body (a
+    server without the ASGI denial extension gets the close after the handshake)."""
+    if "websocket.http.response" not in websocket.scope.get("extensions", {}):
+        await websocket.accept()
+        await refuse(websocket, POLICY, error)
+        return
+    logger.info("WebSocket upgrade refused ({}): {}", status, error)
+    body = {"error": error, "detail": None}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    try:
+        await websocket.send_denial_response(JSONResponse(body, status, headers=headers))
+    except (WebSocketDisconnect, OSError, RuntimeError):
+        pass
 
 
 def client_of(websocket: WebSocket, owner: str | None, library: str) -> ClientInfo:
@@ -104,12 +128,13 @@ async def serve_call(
 @router.websocket("/ws")
 async def pcm_call(websocket: WebSocket) -> None:
     """A call over plain PCM and RTVI JSON (:mod:`server.transports.pcm_socket`)."""
-    await websocket.accept()
     allowed, owner = socket_credential(websocket)
     if not allowed:
-        await refuse(websocket, POLICY, "an API key is required: 'Authorization: Bearer <key>' "
-                     "or ?api_key=")  # fmt: skip
+        presented = websocket.headers.get("authorization") or "api_key" in websocket.query_params
+        missing = "an API key is required: 'Authorization: Bearer <key>' or ?api_key="
+        await deny(websocket, 401, "the API key is not valid" if presented else missing)
         return
+    await websocket.accept()
     settings: Settings = websocket.app.state.registry.settings
     limits = socket_limits(settings)
     await serve_call(

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import os
 from collections import OrderedDict
 from typing import Any, ClassVar
 
@@ -93,6 +92,10 @@ class ConnectionBook:
             return False
         self.by_address[address] = held + 1
         return True
+
+    def hold(self, address: str) -> None:
+        """Count a connection handed over from another protocol (no cap: already counted)."""
+        self.by_address[address] = self.by_address.get(address, 0) + 1
 
     def uncount(self, address: str) -> None:
         held = self.by_address.get(address, 0) - 1
@@ -157,8 +160,8 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def handle_websocket_upgrade(self) -> None:
         # The WebSocket protocol takes the socket over and this one never hears of it
-        # again: it stops counting now. A call over it is held to the per-client caps
-        # on sessions instead (server/session/registry.py).
+        # again: the count goes to it (server/api/socket_protocol.py holds it until the
+        # socket is gone).
         self._disarm()
         if self._counted:
             self._counted = False
@@ -211,26 +214,8 @@ class DeadlineProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def http_protocol(settings: Settings) -> type[DeadlineProtocol]:
+def http_protocol(settings: Settings, book: ConnectionBook | None = None) -> type[DeadlineProtocol]:
     """The HTTP protocol class for one server (``uvicorn.Config(http=...)``), with its
-    own :class:`ConnectionBook`."""
-    return type("ParleyHTTPProtocol", (DeadlineProtocol,), {"book": ConnectionBook(settings)})
-
-
-def uvicorn_options(settings: Settings) -> dict[str, Any]:
-    """What ``uvicorn.Config`` needs for this module's bounds and for forwarded addresses:
-    ``X-Forwarded-For``/``-Proto`` are believed only from ``PARLEY_TRUSTED_PROXIES`` (by
-    default from nobody: uvicorn's own default trusts 127.0.0.1, so anything on the host
-    could pose as any client to the per-address limits and the records)."""
-    if os.environ.get("FORWARDED_ALLOW_IPS") and not settings.trusted_proxies:
-        logger.warning(
-            "FORWARDED_ALLOW_IPS is ignored: set PARLEY_TRUSTED_PROXIES to the proxies whose "
-            "X-Forwarded-For is believed (none is now)"
-        )
-    return {
-        "http": http_protocol(settings),
-        "proxy_headers": bool(settings.trusted_proxies),
-        "forwarded_allow_ips": settings.trusted_proxies or None,
-        # WebSocket calls: a larger message is refused by the protocol layer, unread.
-        "ws_max_size": settings.ws_max_message_bytes,
-    }
+    :class:`ConnectionBook` (a new one unless given)."""
+    book = book or ConnectionBook(settings)
+    return type("ParleyHTTPProtocol", (DeadlineProtocol,), {"book": book})

@@ -3,35 +3,39 @@ media streams (``/telephony/ws``), each stream served as a call over
 :class:`server.transports.phone.PhoneTransport`.
 
 Who may open a stream: with ``PARLEY_TWILIO_AUTH_TOKEN`` set, the webhook must carry
-Twilio's valid ``X-Twilio-Signature`` (else 403), and it hands the stream a signed token
-for that call, valid ``PARLEY_TELEPHONY_TOKEN_SECONDS``, which the stream's ``start``
+Twilio's valid ``X-Twilio-Signature`` (else 403), is answered once per call (a replay
+gets 409), and hands the stream a signed token for that call, valid
+``PARLEY_TELEPHONY_TOKEN_SECONDS`` and good for one stream, which the stream's ``start``
 must bring back (Twilio passes it as a custom parameter). With API keys, a stream may
 instead bring a key (``Authorization: Bearer`` or ``?api_key=``): the way in for other
-providers, whose own signatures we do not check. A stream with neither is refused at its
-``start``, before any audio is processed. With no token and no keys the server is open,
-as its other routes are.
+providers, whose own signatures we do not check. The rules, and what is checked before
+the upgrade: :mod:`server.api.phone_admission`. With no token and no keys the server is
+open, as its other routes are.
+
+Phone streams are held to the per-address caps as any client is, except those from
+``PARLEY_TELEPHONY_TRUSTED_NETWORKS`` (a provider's media servers carry every call).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 import time
 
 from fastapi import APIRouter, Request, Response, WebSocket
 from fastapi.responses import JSONResponse
+from loguru import logger
+from starlette.websockets import WebSocketDisconnect
 
-from server.api.call_sockets import client_of, refuse, serve_call, socket_credential, socket_limits
+from server.api.call_sockets import client_of, deny, refuse, serve_call, socket_limits
+from server.api.phone_admission import Admitted, PhoneGuards, admit, refusal_before_upgrade
+from server.api.slow_clients import TrustedProxies
 from server.session.session import Session
 from server.settings import Settings
 from server.telephony.detect import ProviderDetector, stream_for
-from server.telephony.signature import (
-    TokenError,
-    check_token,
-    is_valid_twilio_signature,
-    issue_token,
-    public_request_url,
-)
+from server.telephony.json_messages import MAX_ID
+from server.telephony.signature import is_valid_twilio_signature, issue_token, public_request_url
 from server.telephony.stream_events import ProviderStream, StreamProtocolError, StreamStarted
 from server.telephony.twilio_rest import TwilioRest
 from server.telephony.twiml import TOKEN_PARAMETER, TwimlError, stream_twiml
@@ -40,8 +44,8 @@ from server.transports.socket_call import POLICY
 
 router = APIRouter()
 
-# A stream must start within this long and this many messages, or it is closed unserved.
-START_SECONDS = 10.0
+# A stream must start within this many messages (and PARLEY_TELEPHONY_START_SECONDS), or
+# it is closed unserved.
 START_MESSAGES = 5
 # What Twilio's webhook posts is a few hundred bytes of form.
 MAX_WEBHOOK_BYTES = 16 * 1024
@@ -57,6 +61,15 @@ def _secret(settings: Settings) -> str:
 
 def _error(status: int, error: str) -> JSONResponse:
     return JSONResponse({"error": error}, status_code=status)
+
+
+def guards(state: object) -> PhoneGuards:
+    """The phone routes' memory on ``app.state`` (made on first use)."""
+    found = getattr(state, "phone_guards", None)
+    if found is None:
+        found = PhoneGuards()
+        setattr(state, "phone_guards", found)  # noqa: B010  # app.state takes attributes
+    return found
 
 
 @router.post("/telephony/twiml")
@@ -81,7 +94,14 @@ async def twiml(request: Request) -> Response:
         if not is_valid_twilio_signature(auth_token, url, fields, signature):
             return _error(403, "X-Twilio-Signature missing or not Twilio's for this request")
     values = dict(fields)
-    call_id = values.get("CallSid") or "call-" + secrets.token_hex(8)
+    call_sid = values.get("CallSid", "")
+    if len(call_sid) > MAX_ID or not call_sid.isascii() or not call_sid.isprintable():
+        return _error(400, f"CallSid must be printable ASCII of at most {MAX_ID} characters")
+    signature = request.headers.get("x-twilio-signature", "")
+    key = call_sid or hashlib.sha256(signature.encode()).hexdigest()
+    if (call_sid or auth_token) and not guards(request.app.state).answer_webhook(key):
+        return _error(409, "this call's webhook was answered already: a replay mints no token")
+    call_id = call_sid or "call-" + secrets.token_hex(8)
     passed = {k: values[k] for k in CALL_FIELDS if values.get(k)}
     passed.update({k: v for k, v in request.query_params.items() if k != TOKEN_PARAMETER})
     token = issue_token(_secret(settings), call_id, time.time(), settings.telephony_token_seconds)
@@ -92,13 +112,13 @@ async def twiml(request: Request) -> Response:
     return Response(document, media_type="application/xml")
 
 
-async def _start(websocket: WebSocket) -> tuple[ProviderStream, StreamStarted]:
+async def _start(websocket: WebSocket, seconds: float) -> tuple[ProviderStream, StreamStarted]:
     """Read until the stream's start: its dialect and the start. Raises
     :class:`StreamProtocolError` (or TimeoutError) with the reason to close with."""
     chosen = websocket.query_params.get("provider")
     stream = stream_for(chosen) if chosen else None
     detector = ProviderDetector()
-    async with asyncio.timeout(START_SECONDS):
+    async with asyncio.timeout(seconds):
         for _ in range(START_MESSAGES):
             event = await websocket.receive()
             if event["type"] == "websocket.disconnect":
@@ -112,21 +132,20 @@ async def _start(websocket: WebSocket) -> tuple[ProviderStream, StreamStarted]:
     raise StreamProtocolError(f"no start in the first {START_MESSAGES} messages")
 
 
-def _admitted(websocket: WebSocket, settings: Settings, started: StreamStarted) -> str | None:
-    """Why the stream may not go on (None: it may)."""
-    allowed, owner = socket_credential(websocket)
-    needs_token = bool(settings.twilio_auth_token.get_secret_value())
-    if owner is not None or (allowed and not needs_token):
-        return None
-    token = started.parameters.get(TOKEN_PARAMETER) or websocket.query_params.get("token")
-    if not token:
-        return "a stream token (from /telephony/twiml) or an API key is required"
+async def _read_start(
+    websocket: WebSocket, settings: Settings
+) -> tuple[ProviderStream, StreamStarted] | None:
+    """The stream's start, or None once it has been refused (or has gone)."""
     try:
-        call_id = check_token(_secret(settings), token, time.time())
-    except TokenError as exc:
-        return str(exc)
-    if started.call_id and call_id != started.call_id:
-        return "the stream token was issued for another call"
+        return await _start(websocket, settings.telephony_start_seconds)
+    except WebSocketDisconnect:
+        return None
+    except (StreamProtocolError, TimeoutError) as exc:
+        reason = str(exc) or "no start in time"
+    except Exception as exc:  # client input must never end as a traceback
+        logger.warning("phone stream: its start could not be read: {!r}", exc)
+        reason = "the start could not be read"
+    await refuse(websocket, POLICY, reason)
     return None
 
 
@@ -149,32 +168,58 @@ def _hang_up(settings: Settings, provider: str) -> HangUp | None:
 @router.websocket("/telephony/ws")
 async def phone_stream(websocket: WebSocket) -> None:
     """A provider's media stream, served as a phone call."""
-    await websocket.accept()
     settings: Settings = websocket.app.state.registry.settings
-    try:
-        stream, started = await _start(websocket)
-    except (StreamProtocolError, TimeoutError) as exc:
-        await refuse(websocket, POLICY, str(exc) or "no start in time")
-        return
-    refused = _admitted(websocket, settings, started)
+    refused = refusal_before_upgrade(websocket, settings, _secret(settings))
     if refused is not None:
-        await refuse(websocket, POLICY, refused)
+        await deny(websocket, 401, refused)
+        return
+    await websocket.accept()
+    begun = await _read_start(websocket, settings)
+    if begun is None:
+        return
+    stream, started = begun
+    admitted = admit(websocket, settings, guards(websocket.app.state), started, _secret(settings))
+    if isinstance(admitted, str):
+        await refuse(websocket, POLICY, admitted)
+        return
+    await _serve_stream(websocket, settings, stream, started, admitted)
+
+
+async def _serve_stream(
+    websocket: WebSocket,
+    settings: Settings,
+    stream: ProviderStream,
+    started: StreamStarted,
+    admitted: Admitted,
+) -> None:
+    live = guards(websocket.app.state).live
+    call = (admitted.scope, stream.provider, started.call_id)
+    if started.call_id and call in live:
+        await refuse(websocket, POLICY, "a stream for this call is live already")
         return
     limits = socket_limits(settings)
-    hang_up = _hang_up(settings, stream.provider)
-    _, owner = socket_credential(websocket)
+    # Only a call id a signed webhook vouched for is ever hung up at the provider.
+    hang_up = _hang_up(settings, stream.provider) if admitted.verified_call else None
     parameters = {k: v for k, v in started.parameters.items() if k != TOKEN_PARAMETER}
     request_data = {"provider": stream.provider, "call_id": started.call_id,
                     "stream_id": started.stream_id, "parameters": parameters}  # fmt: skip
+    client = client_of(websocket, admitted.owner, stream.provider)
+    providers = TrustedProxies(settings.telephony_trusted_networks)
 
     def greet(session: Session) -> None:
         session.greet()  # a phone has no client-ready: the call is connected
 
-    await serve_call(
-        websocket,
-        client_of(websocket, owner, stream.provider),
-        lambda _, hooks: PhoneTransport(websocket, hooks, limits, stream, started, hang_up),
-        request_data=request_data,
-        on_open=greet,
-        address_caps=False,  # every call comes from the provider's few addresses
-    )
+    if started.call_id:
+        live.add(call)
+    try:
+        await serve_call(
+            websocket,
+            client,
+            lambda _, hooks: PhoneTransport(websocket, hooks, limits, stream, started, hang_up),
+            request_data=request_data,
+            on_open=greet,
+            # A provider's media servers carry every call from a few addresses.
+            address_caps=(client.remote_addr or "") not in providers,
+        )
+    finally:
+        live.discard(call)

@@ -8,21 +8,30 @@ loguru as well, so that every line of the process is JSON.
 No handler is ever added with loguru's ``diagnose`` (its default): it annotates a
 traceback with the value of every local variable, which puts what clients sent (messages,
 transcripts, app data) into the logs. Tracebacks keep file, line and code only.
+
+Credentials in a URL (``?api_key=``, ``?token=``: clients that cannot set headers send
+them so) are redacted from uvicorn's lines (:func:`redact_uvicorn_logs`): its access line
+prints the path with its query.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import traceback
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import unquote_plus
 
 from loguru import logger
 
 if TYPE_CHECKING:
     from loguru import Record
 
+# Query parameters that carry a credential (their names as Starlette decodes them).
+SECRET_PARAMETERS = frozenset({"api_key", "token"})
+_QUERY = re.compile(r"\?([^\s\"'#]*)")
 # Fields of a loguru record that are not copied as such into a JSON line.
 _RESERVED = {"time", "level", "message", "logger", "function", "line", "exception"}
 
@@ -107,3 +116,37 @@ def configure_logging(level: str, as_json: bool, stream: TextIO = sys.stderr) ->
         std.handlers = [InterceptHandler()]
         std.setLevel(std_level)
         std.propagate = False
+
+
+def redact(text: str) -> str:
+    """``text`` with the value of every credential parameter of a URL's query replaced."""
+
+    def query(match: re.Match[str]) -> str:
+        pairs = match.group(1).split("&")
+        for i, pair in enumerate(pairs):
+            name, equals, _ = pair.partition("=")
+            if equals and unquote_plus(name).lower() in SECRET_PARAMETERS:
+                pairs[i] = f"{name}=[redacted]"
+        return "?" + "&".join(pairs)
+
+    return _QUERY.sub(query, text) if "?" in text else text
+
+
+class RedactSecrets(logging.Filter):
+    """Redacts credentials in a URL's query from a record's message and arguments."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
+def redact_uvicorn_logs() -> None:
+    """Add :class:`RedactSecrets` to the loggers uvicorn writes requests to (its access
+    lines, and its WebSocket lines, which go to ``uvicorn.error``)."""
+    for name in ("uvicorn.error", "uvicorn.access"):
+        std = logging.getLogger(name)
+        if not any(isinstance(f, RedactSecrets) for f in std.filters):
+            std.addFilter(RedactSecrets())

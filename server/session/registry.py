@@ -311,14 +311,16 @@ class SessionRegistry:
     def held(
         self, address: str | None, owner: str | None, skip: StartRecord | None = None
     ) -> dict[str, Held]:
-        """What the client at ``address`` holds per ``address``, ``network`` and ``key``
-        (the key's only with a credential), the /start id ``skip`` left out."""
+        """What the client at ``address`` holds per ``address``, ``network`` and ``key``,
+        the /start id ``skip`` left out. Sessions with no credential count as one key of
+        their own: with keys on, those are the phone calls a stream token let in, which
+        then have a key's share and no more."""
         mine, network = client_keys(address)
         held = {"address": Held(), "network": Held(), "key": Held()}
 
         def count(addr: str | None, key: str | None, pending: bool, session: bool) -> None:
             theirs, their_network = client_keys(addr)
-            scopes = (theirs == mine, their_network == network, owner is not None and key == owner)
+            scopes = (theirs == mine, their_network == network, key == owner)
             for scope, hit in zip(held.values(), scopes, strict=True):
                 if hit:
                     scope.sessions += session
@@ -347,7 +349,8 @@ class SessionRegistry:
         s = self.settings
         if address_caps:
             self._check_address_caps(held)
-        _cap(held["key"].sessions, self._key_cap(s.max_sessions), "sessions for this API key")
+        whose = "for this API key" if owner is not None else "without a key (stream tokens)"
+        _cap(held["key"].sessions, self._key_cap(s.max_sessions), f"sessions {whose}")
 
     def _check_address_caps(self, held: dict[str, Held]) -> None:
         s = self.settings

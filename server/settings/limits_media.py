@@ -12,7 +12,7 @@ from pydantic_settings import NoDecode
 from server.settings.lists import split_list
 
 
-def _networks(entries: list[str]) -> list[str]:
+def networks(entries: list[str]) -> list[str]:
     """Each entry an address or a network (CIDR), or ``*``: what uvicorn can match."""
     for entry in entries:
         if entry != "*":
@@ -21,6 +21,10 @@ def _networks(entries: list[str]) -> list[str]:
             except ValueError:
                 raise ValueError(f"not an address or a network: {entry!r}") from None
     return entries
+
+
+# A list of addresses or networks from the environment (JSON or comma-separated).
+NetworkList = Annotated[list[str], NoDecode, BeforeValidator(split_list), AfterValidator(networks)]
 
 
 def _hosts(entries: list[str]) -> list[str]:
@@ -62,6 +66,21 @@ class MediaLimitSettings(BaseModel):
         description="Open HTTP connections one client address may hold (trusted proxies "
         "excepted); more get 429 and are closed.",
     )
+    ws_max_unsent_bytes: int = Field(
+        262144,
+        ge=65536,
+        le=16777216,
+        description="Bytes a WebSocket may leave waiting toward its peer (pongs and closes "
+        "included; the call's own messages are bounded by max_buffered_bytes before "
+        "they get here); past it the peer is not reading and the connection is aborted.",
+    )
+    ws_close_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="Seconds a WebSocket peer has to finish a close once the server has "
+        "closed (its close frame answered, what was unsent taken); then it is aborted.",
+    )
     allowed_hosts: Annotated[
         list[str], NoDecode, BeforeValidator(split_list), AfterValidator(_hosts)
     ] = Field(
@@ -70,9 +89,7 @@ class MediaLimitSettings(BaseModel):
         "comma-separated; '*.example.com' for subdomains, '*' for any; IP literals always "
         "pass. Empty: localhost names and the bound host on loopback, any name otherwise.",
     )
-    trusted_proxies: Annotated[
-        list[str], NoDecode, BeforeValidator(split_list), AfterValidator(_networks)
-    ] = Field(
+    trusted_proxies: NetworkList = Field(
         default_factory=list,
         description="Addresses or networks (CIDR) of proxies whose X-Forwarded-For and "
         "X-Forwarded-Proto are believed, JSON list or comma-separated. Empty: nobody's.",

@@ -7,6 +7,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
+from server.settings.limits_media import NetworkList
+
 
 def http_base_url(value: str) -> str:
     """An ``http(s)://host[:port][/prefix]`` URL without its trailing slash; empty stays."""
@@ -58,6 +60,20 @@ class TelephonySettings(BaseModel):
         le=3600,
         description="How long a signed stream token, issued when a call's webhook is "
         "answered, stays valid to open that call's media stream.",
+    )
+    telephony_start_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=30,
+        description="Seconds a media stream has, once open, to send its start (providers "
+        "send it at once); then it is closed unserved.",
+    )
+    telephony_trusted_networks: NetworkList = Field(
+        default_factory=list,
+        description="Addresses or networks (CIDR) of the telephony providers' media "
+        "servers, JSON list or comma-separated: their streams carry many calls from few "
+        "addresses and are exempt from the per-address caps (sessions and connections). "
+        "Empty: every stream is held to them, as any client is.",
     )
     telephony_end_digit: str = Field(
         "",

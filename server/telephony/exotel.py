@@ -19,7 +19,9 @@ from typing import Any
 
 from server.telephony.json_messages import (
     JsonStream,
+    call_identifier,
     identifier,
+    number,
     parameters,
     section,
 )
@@ -38,6 +40,7 @@ class ExotelStream(JsonStream):
 
     provider = "exotel"
     _address = "stream_sid"
+    _max_media_seconds = 0.5  # Exotel sends about 100 ms a message
 
     def _start(self, body: dict[str, Any]) -> StreamStarted:
         start = section(body, "start")
@@ -52,7 +55,7 @@ class ExotelStream(JsonStream):
         stream_id = start.get("stream_sid") or body.get("stream_sid")
         return StreamStarted(
             stream_id=identifier(stream_id, "stream_sid"),
-            call_id=str(start.get("call_sid", "")),
+            call_id=call_identifier(start.get("call_sid"), "call_sid"),
             encoding="pcm",
             sample_rate=rate,
             parameters=parameters(start.get("custom_parameters")),
@@ -61,8 +64,4 @@ class ExotelStream(JsonStream):
 
 def _rate(value: object) -> int | None:
     """Exotel's sample rate: a string ("8000"), though some streams send a number."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
+    return number(value, 6)

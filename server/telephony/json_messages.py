@@ -12,8 +12,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import re
 from typing import Any, Protocol
 
+from server.guards import client_json
 from server.telephony.g711 import G711Decoder, G711Encoder
 from server.telephony.stream_events import (
     StreamAudio,
@@ -26,18 +29,22 @@ from server.telephony.stream_events import (
 )
 
 MAX_MESSAGE = 64 * 1024  # characters (bytes for binary); a 20 ms media message is about 300
+MAX_ID = 128  # characters of a stream's or a call's id; Twilio's are 34
 _DTMF = set("0123456789*#ABCD")
+_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID}}}")  # printable ASCII, no spaces
+_BYTES_PER_SAMPLE = {"mulaw": 1, "alaw": 1, "pcm": 2}
 
 
 def load(message: str | bytes, provider: str) -> dict[str, Any]:
-    """One text message as its JSON object."""
+    """One text message as its JSON object: strict JSON, nested at most
+    :data:`server.guards.client_json.MAX_DEPTH` levels (a deep one is refused unparsed)."""
     if not isinstance(message, str):
         raise StreamProtocolError(f"{provider} sends text messages only, not binary")
     if len(message) > MAX_MESSAGE:
         raise StreamProtocolError(f"message over {MAX_MESSAGE} characters")
     try:
-        body = json.loads(message)
-    except ValueError as exc:
+        body = client_json.loads(message)
+    except (ValueError, RecursionError) as exc:
         raise StreamProtocolError(f"not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise StreamProtocolError("a message must be a JSON object")
@@ -69,12 +76,32 @@ def section(body: dict[str, Any], key: str, owner: str | None = None) -> dict[st
     return part
 
 
-def payload(body: dict[str, Any]) -> bytes:
-    """The audio bytes of a ``media`` message (``media.payload``, base64)."""
+def payload(body: dict[str, Any], max_bytes: int) -> bytes | None:
+    """The audio bytes of a ``media`` message (``media.payload``, base64); None when they
+    are over ``max_bytes`` (a longer text is not even decoded)."""
+    text = field(body, "media", "payload")
+    if len(text) > math.ceil(max_bytes / 3) * 4:
+        return None
     try:
-        return base64.b64decode(field(body, "media", "payload"), validate=True)
+        data = base64.b64decode(text, validate=True)
     except binascii.Error as exc:
         raise StreamProtocolError(f"media payload is not base64: {exc}") from None
+    return data if len(data) <= max_bytes else None
+
+
+def audio_bytes(encoding: str, sample_rate: int, seconds: float) -> int:
+    """How many bytes ``seconds`` of mono audio take in ``encoding`` at ``sample_rate``."""
+    return math.ceil(sample_rate * seconds) * _BYTES_PER_SAMPLE[encoding]
+
+
+def number(value: object, max_digits: int) -> int | None:
+    """A count written as ASCII digits (at most ``max_digits``; a JSON integer too), else
+    None: ``str.isdigit`` also takes ``'²'``, which ``int`` refuses."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value < 10**max_digits else None
+    if isinstance(value, str) and 0 < len(value) <= max_digits and value.isascii():
+        return int(value) if value.isdigit() else None
+    return None
 
 
 def digit(value: object) -> str:
@@ -85,10 +112,18 @@ def digit(value: object) -> str:
 
 
 def identifier(value: object, what: str) -> str:
-    """A start's non-empty id (``what`` names its field in the reason)."""
+    """A start's non-empty id (``what`` names its field in the reason): printable ASCII
+    of at most :data:`MAX_ID` characters."""
     if not isinstance(value, str) or not value:
         raise StreamProtocolError(f"start without a {what}")
+    if not _ID.fullmatch(value):
+        raise StreamProtocolError(f"a {what} must be printable ASCII of 1 to {MAX_ID} characters")
     return value
+
+
+def call_identifier(value: object, what: str) -> str:
+    """A start's call id, which a provider may leave out (then ""); else as :func:`identifier`."""
+    return "" if value is None or value == "" else identifier(value, what)
 
 
 def parameters(value: object) -> dict[str, str]:
@@ -119,11 +154,16 @@ class JsonStream:
     _mark_event = "mark"  # the provider's echo of a mark we sent
     _address: str | None = None  # the key naming the stream in what we send, if any
     _law: str | None = None  # "mulaw" or "alaw", if fixed for the provider
+    # The longest media message taken, in seconds: the provider's own (20 ms) with slack.
+    # A longer one is dropped before it is decoded (base64, G.711, resampling), counted.
+    _max_media_seconds = 0.1
     _decoder: Decoder
     _encoder: Encoder
 
     def __init__(self) -> None:
         self.stream_id: str | None = None
+        self.oversized = 0  # media messages dropped unread for their length
+        self._max_payload = 0
         if self._law is not None:
             self._decoder = G711Decoder(self._law)
             self._encoder = G711Encoder(self._law)
@@ -139,6 +179,8 @@ class JsonStream:
                 raise StreamProtocolError("a second start")
             started = self._start(body)
             self.stream_id = started.stream_id
+            seconds = self._max_media_seconds
+            self._max_payload = audio_bytes(started.encoding, started.sample_rate, seconds)
             return started
         if self.stream_id is None:
             raise StreamProtocolError(f"{kind!r} before start")
@@ -175,7 +217,11 @@ class JsonStream:
             return None
         if track != "inbound":
             raise StreamProtocolError(f"media on an unknown track {track!r}")
-        return StreamAudio(self._decoder.decode(payload(body)))
+        data = payload(body, self._max_payload)
+        if data is None:
+            self.oversized += 1
+            return None
+        return StreamAudio(self._decoder.decode(data))
 
     def _media_out(self, data: str) -> str:
         return self._out("media", media={"payload": data})

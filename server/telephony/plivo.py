@@ -17,6 +17,7 @@ from typing import Any
 
 from server.telephony.json_messages import (
     JsonStream,
+    call_identifier,
     identifier,
     section,
 )
@@ -57,7 +58,7 @@ class PlivoStream(JsonStream):
             raise StreamProtocolError(f"extra_headers must be a string, not {headers!r}")
         return StreamStarted(
             stream_id=identifier(start.get("streamId"), "streamId"),
-            call_id=str(start.get("callId", "")),
+            call_id=call_identifier(start.get("callId"), "callId"),
             encoding="mulaw",
             sample_rate=8000,
             # Plivo passes the Stream's extraHeaders through as one string; its format

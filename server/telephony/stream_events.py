@@ -49,6 +49,7 @@ class ProviderStream(Protocol):
 
     provider: str  # "twilio", "telnyx", ...
     stream_id: str | None  # set by the start message
+    oversized: int  # media messages longer than the provider's own, dropped undecoded
 
     def parse(self, message: str | bytes) -> StreamEvent | None:
         """One WebSocket message (text or binary): its event, or None (nothing to act on).

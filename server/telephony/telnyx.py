@@ -19,6 +19,7 @@ from typing import Any
 from server.telephony.g711 import G711Decoder, G711Encoder
 from server.telephony.json_messages import (
     JsonStream,
+    call_identifier,
     identifier,
     parameters,
     section,
@@ -53,7 +54,7 @@ class TelnyxStream(JsonStream):
         self._decoder = G711Decoder(law)
         return StreamStarted(
             stream_id=identifier(body.get("stream_id"), "stream_id"),
-            call_id=str(start.get("call_control_id", "")),
+            call_id=call_identifier(start.get("call_control_id"), "call_control_id"),
             encoding=law,
             sample_rate=8000,
             parameters=parameters(start.get("custom_parameters")),

@@ -15,6 +15,7 @@ from typing import Any
 from server.telephony.json_messages import (
     MAX_MESSAGE,
     JsonStream,
+    call_identifier,
     identifier,
     parameters,
     section,
@@ -39,7 +40,7 @@ class TwilioStream(JsonStream):
             raise StreamProtocolError(f"unsupported media format {fmt!r}: audio/x-mulaw 8000")
         return StreamStarted(
             stream_id=identifier(start.get("streamSid") or body.get("streamSid"), "streamSid"),
-            call_id=str(start.get("callSid", "")),
+            call_id=call_identifier(start.get("callSid"), "callSid"),
             encoding="mulaw",
             sample_rate=8000,
             parameters=parameters(start.get("customParameters")),

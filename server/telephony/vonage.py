@@ -22,7 +22,14 @@ import re
 import uuid
 from typing import Any
 
-from server.telephony.json_messages import MAX_MESSAGE, digit, event_name, load
+from server.telephony.json_messages import (
+    MAX_MESSAGE,
+    audio_bytes,
+    call_identifier,
+    digit,
+    event_name,
+    load,
+)
 from server.telephony.linear_pcm import PcmDecoder, PcmEncoder
 from server.telephony.stream_events import (
     StreamAudio,
@@ -34,6 +41,7 @@ from server.telephony.stream_events import (
 )
 
 CONNECTED = "websocket:connected"
+MAX_AUDIO_SECONDS = 0.1  # the longest binary message taken: Vonage's 20 ms with slack
 _CONTENT_TYPE = re.compile(r"audio/l16;\s*rate=(8000|16000|24000)", re.IGNORECASE)
 _CALL_KEYS = ("call_uuid", "uuid", "conversation_uuid")
 
@@ -53,6 +61,8 @@ class VonageStream:
         self.stream_id: str | None = None
         self._decoder: PcmDecoder | None = None
         self._encoder: PcmEncoder | None = None
+        self.oversized = 0  # audio messages dropped unread for their length
+        self._max_audio = 0
 
     def parse(self, message: str | bytes) -> StreamEvent | None:
         """One message from Vonage: its event, or None (``websocket:cleared``)."""
@@ -98,10 +108,12 @@ class VonageStream:
             )
         rate = int(match.group(1))
         headers = {k: v for k, v in body.items() if k not in ("event", "content-type")}
-        call_id = next((str(headers[k]) for k in _CALL_KEYS if headers.get(k)), "")
+        key = next((k for k in _CALL_KEYS if headers.get(k)), None)
+        call_id = call_identifier(headers[key], key) if key is not None else ""
         self.stream_id = call_id or uuid.uuid4().hex
         self._decoder = PcmDecoder(rate)
         self._encoder = PcmEncoder(rate, rate // 50 * 2)  # 20 ms of s16
+        self._max_audio = audio_bytes("pcm", rate, MAX_AUDIO_SECONDS)
         return StreamStarted(
             stream_id=self.stream_id,
             call_id=call_id,
@@ -110,11 +122,14 @@ class VonageStream:
             parameters={k: v if isinstance(v, str) else json.dumps(v) for k, v in headers.items()},
         )
 
-    def _audio(self, data: bytes) -> StreamAudio:
+    def _audio(self, data: bytes) -> StreamAudio | None:
         if self._decoder is None:
             raise StreamProtocolError(f"audio before {CONNECTED}")
         if len(data) > MAX_MESSAGE:
             raise StreamProtocolError(f"message over {MAX_MESSAGE} bytes")
+        if len(data) > self._max_audio:  # Vonage sends 20 ms: dropped before resampling
+            self.oversized += 1
+            return None
         return StreamAudio(self._decoder.decode(data))
 
     def _action(self, action: str, **body: Any) -> str:

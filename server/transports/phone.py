@@ -15,6 +15,7 @@ from typing import Any
 from loguru import logger
 from starlette.websockets import WebSocket
 
+from server.telephony.json_messages import number
 from server.telephony.stream_events import (
     ProviderStream,
     StreamAudio,
@@ -70,8 +71,9 @@ class PhoneTransport(SocketTransport):
             self.marks_played += 1
             # Ours name the sent position they were queued at. Providers play back on a
             # clear the marks it dropped: those were never heard.
-            if event.name.isdigit() and int(event.name) > self._cut_at:
-                self._played = max(self._played or 0, int(event.name))
+            position = number(event.name, 18)
+            if position is not None and position > self._cut_at:
+                self._played = max(self._played or 0, position)
         elif isinstance(event, StreamStopped):
             self.state = "closed"
             self.hooks.on_close("the caller hung up", None)
@@ -104,6 +106,7 @@ class PhoneTransport(SocketTransport):
             "provider": self.stream.provider,
             "call_id": self.started.call_id or None,
             "marks_played": self.marks_played,
+            "media_oversized": self.stream.oversized,
         }
 
     async def close(self) -> None:

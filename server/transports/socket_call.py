@@ -28,6 +28,9 @@ from server.rtvi.protocol import RTVIError
 from server.transports.base import TransportHooks
 
 FRAME_BYTES = 640  # 20 ms of 16 kHz mono s16, what the pipeline takes
+# Messages dropped over the budget, in bursts' worth, before the call is closed: a client
+# this far over is flooding, and each message it sends still costs a parse.
+FLOOD_BURSTS = 5
 # WebSocket close codes (RFC 6455 section 7.4.1).
 NORMAL, POLICY, UNSUPPORTED, TOO_BIG, INTERNAL, TRY_LATER = 1000, 1008, 1003, 1009, 1011, 1013
 
@@ -187,9 +190,11 @@ class SocketTransport:
             raise SocketClosed(TOO_BIG, f"a message over {limits.max_message} bytes")
         if limits.messages.take() > 0:
             self.dropped_messages += 1
+            rate = f"{limits.messages.rate:g} a second, {limits.messages.burst:g} at once"
             if self.dropped_messages == 1:  # once: a flood is a stream of drops
-                rate = f"{limits.messages.rate:g} a second, {limits.messages.burst:g} at once"
                 self.hooks.on_report(RTVIError(f"too many messages ({rate}): dropping them"))
+            if self.dropped_messages > FLOOD_BURSTS * limits.messages.burst:
+                raise SocketClosed(POLICY, f"too many messages ({rate}): closed")
             return
         try:
             self.receive(message)
