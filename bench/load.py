@@ -75,7 +75,25 @@ class UserResult:
     after_barge: list[float] = field(default_factory=list)
     intervals: list[float] = field(default_factory=list)
     barge_missed: int = 0  # the bot had already stopped when the barge-in began
+    # Per normal turn, when each stage's event reached the client, after the speech's end.
+    stages: dict[str, list[float]] = field(default_factory=dict)
     error: str | None = None
+
+
+# The events of a turn, in the order they come: the VAD's stop, the turn's end (its
+# transcript), the LLM's first token, the TTS's first audio, the bot's first frame.
+STAGES = ("user-stopped-speaking", "user-transcription", "bot-llm-started",
+          "bot-tts-started", "bot-started-speaking")  # fmt: skip
+
+
+def stage_times(client: RTCTestClient, end: float, result: UserResult) -> None:
+    """When each of :data:`STAGES` first came after ``end`` (the first final transcript)."""
+    for kind in STAGES:
+        for at, msg in zip(client.arrivals, client.messages, strict=True):
+            final = kind != "user-transcription" or (msg.get("data") or {}).get("final")
+            if at > end and msg.get("type") == kind and final:
+                result.stages.setdefault(kind, []).append(at - end)
+                break
 
 
 def utterance(folder: Path, name: str, text: str) -> Utterance:
@@ -134,6 +152,7 @@ async def normal_turn(client: RTCTestClient, q: Utterance, result: UserResult) -
         raise RuntimeError("the answer had no loud audio")
     result.voice_to_voice.append(first - end)
     result.intervals += window_intervals(client, first, last_loud(client, first))
+    stage_times(client, end, result)
 
 
 async def barge_turn(
@@ -182,7 +201,7 @@ async def user(
                 await barge_turn(client, q, barge, args.barge_in_delay, result)
             else:
                 await normal_turn(client, q, result)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(args.pause)
     except Exception as exc:  # one user's failure is a result, not a crash
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -231,6 +250,7 @@ def aggregate(
         "vad_window_ms": round(1000 * vad_window, 1),
         "connect": stats([r.connect for r in results if r.connect is not None]),
         "voice_to_voice": stats(v2v),
+        "stages": {k: stats([v for r in results for v in r.stages.get(k, [])]) for k in STAGES},
         "server_added": stats([v - vad_window - stub for v in v2v]),
         "barge_in": stats([v for r in results for v in r.barge_in]),
         "barge_in_after_vad": stats([v for r in results for v in r.barge_after_vad]),
@@ -256,6 +276,11 @@ def markdown(summary: dict[str, Any]) -> str:
         row = summary[key]
         cells = [str(row.get(k, "-")) for k in ("n", "p50_ms", "p95_ms", "max_ms")]
         out.append(f"| {key} | {' | '.join(cells)} |")
+    out += ["", "| stage (after the speech's end) | n | p50 ms | p95 ms | max ms |",
+            "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for kind, row in summary["stages"].items():
+        cells = [str(row.get(k, "-")) for k in ("n", "p50_ms", "p95_ms", "max_ms")]
+        out.append(f"| {kind} | {' | '.join(cells)} |")
     p = summary["pacing"]
     out += [
         "",
@@ -328,9 +353,14 @@ def main() -> None:
     parser.add_argument("--tts-delay", type=float, default=0.1)
     parser.add_argument("--tts-seconds-per-char", type=float, default=0.06,
                         help="stub speech length; 0.06 s is about a human rate")  # fmt: skip
-    parser.add_argument("--bot-voice", choices=("speech", "buzz"), default="speech",
-                        help="what the stub's TTS says: a recorded voice, or the buzz the "
-                             "benches used before (VOIP coded it at half the CPU)")  # fmt: skip
+    parser.add_argument("--bot-voice", choices=("speech", "buzz", "tone"), default="speech",
+                        help="what the stub's TTS says: a recorded voice, the buzz the "
+                             "benches used before (VOIP coded it at half the CPU), or a "
+                             "steady 220 Hz tone")  # fmt: skip
+    parser.add_argument("--question", help="every user says this at every turn (the ends "
+                        "of their turns then come together, --stagger apart)")  # fmt: skip
+    parser.add_argument("--pause", type=float, default=0.5,
+                        help="seconds of silence after an answer before the next turn")  # fmt: skip
     parser.add_argument("--vad-stop-secs", type=float, default=0.2)
     parser.add_argument("--user-speech-timeout", type=float, default=0.6)
     parser.add_argument("--stagger", type=float, default=0.25, help="s between user starts")
@@ -355,7 +385,8 @@ def main() -> None:
     if not 1 <= args.users <= 50 or not 1 <= args.turns <= 50:
         parser.error("--users and --turns must be within 1..50")
     folder = Path(tempfile.mkdtemp(prefix="parley-load-"))
-    qs = [utterance(folder, f"q{n}", text) for n, text in enumerate(QUESTIONS)]
+    texts = [args.question] if args.question else QUESTIONS
+    qs = [utterance(folder, f"q{n}", text) for n, text in enumerate(texts)]
     barge = utterance(folder, "barge", BARGE)
     runs = [
         run_target(target, args, qs, barge, folder)
@@ -377,9 +408,14 @@ def server_work(server: ServerProcess) -> dict[str, float]:
     """What the server did for the run, from /metrics: end-of-turn model inferences and
     their seconds (one core each), STT requests, LLM runs."""
     inference = 'parley_turn_model_seconds_{}{{stage="inference"}}'
+    queued = 'parley_turn_model_seconds_{}{{stage="queue"}}'
+    count = metric(server, queued.format("count"))
     return {
         "turn_model_inferences": metric(server, inference.format("count")),
         "turn_model_seconds": round(metric(server, inference.format("sum")), 2),
+        "turn_model_queued_mean_ms": round(1000 * metric(server, queued.format("sum")) / count, 1)
+        if count
+        else None,
     }
 
 

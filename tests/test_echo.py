@@ -11,6 +11,7 @@ from pywebrtc_audio import EchoCanceller as AEC3
 from pipeline.audio.echo import (
     MAX_DELAY,
     MAX_QUEUED,
+    QUIET_DECIDE,
     RESIDUE_GAIN,
     EchoCanceller,
     EchoPath,
@@ -216,6 +217,25 @@ def test_a_quiet_room_under_a_loud_bot_rules_the_echo_out_in_a_second(bot: np.nd
     run(canceller, bot[: 3 * RATE], quiet)
     assert canceller.state is EchoPath.ABSENT
     assert canceller.cancelled < RATE // FRAME  # AEC3 ran for less than a second
+
+
+@pytest.mark.parametrize("level", [0.3, 0.003])
+@pytest.mark.parametrize("room_noise", [20.0, 400.0])
+def test_a_steady_tone_and_a_silent_caller_stop_aec3_within_its_bound(
+    level: float, room_noise: float
+) -> None:
+    """A bot voice whose envelope never moves (a 220 Hz tone, loud or under the gate's
+    bar) and a caller who says nothing, in a quiet room or one 30 dB under the tone:
+    the path is decided, and AEC3 stops, within QUIET_DECIDE seconds of the bot's audio.
+    (The quiet tone kept it unknown, AEC3 on every frame, for the whole call.)"""
+    seconds = 10
+    t = np.arange(seconds * RATE) / RATE
+    tone = (level * 32767 * np.sin(2 * np.pi * 220.0 * t)).astype(np.int16)
+    mic = np.random.default_rng(2).normal(0, room_noise, tone.size + RATE).astype(np.int16)
+    canceller = EchoCanceller()
+    run(canceller, tone, mic)
+    assert canceller.state is EchoPath.ABSENT
+    assert canceller.cancelled <= (QUIET_DECIDE + 0.5) * RATE // FRAME
 
 
 def test_an_echo_is_found_without_its_onsets(bot: np.ndarray) -> None:

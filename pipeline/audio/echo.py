@@ -32,6 +32,12 @@ coming back: the common case of a browser cancelling its own echo. AEC3 then sto
 running (it costs about 1 % of a core); the detector goes on, and an echo appearing
 later switches AEC3 back on. While the path is unknown AEC3 still runs on every frame,
 so that its filter has converged if an echo turns out to be there.
+
+That is bounded whatever the bot sounds like: after ``QUIET_DECIDE`` s of the bot's audio
+with the room quieter than ``LOUD_DB`` throughout (no block an echo over the VAD's volume
+gate could make), the echo is ruled out. The detector's own rules need a voice whose
+envelope moves and a bot loud at every delay: a steady tone, or a bot quieter than the
+gate's bar, kept the path unknown, and AEC3 running on every frame, for the whole call.
 """
 
 from __future__ import annotations
@@ -41,7 +47,14 @@ from enum import Enum
 import numpy as np
 from pywebrtc_audio import EchoCanceller as AEC3
 
-from pipeline.audio.echo_envelopes import AUDIBLE_DB, BLOCK, correlations, delayed, levels
+from pipeline.audio.echo_envelopes import (
+    AUDIBLE_DB,
+    BLOCK,
+    LOUD_DB,
+    correlations,
+    delayed,
+    levels,
+)
 from pipeline.audio.near_end import NearEndGate
 from pipeline.audio.resampling import Decimator
 
@@ -64,6 +77,9 @@ GAP = 0.1
 # this much more: the bot's voice cut off after a second by a caller, its answer echoed
 # 2 s later set the VAD off in 7 of 30 runs, 1 of 30 so (5 of 30 before the gate).
 RESIDUE_GAIN = 0.1
+# Seconds of the bot's audio, the room quiet throughout, that rule an echo out (see the
+# module's docstring): the detector finds a real echo within a second or two.
+QUIET_DECIDE = 2.0
 
 
 class EchoPath(Enum):
@@ -229,6 +245,7 @@ class EchoCanceller:
         self.gate: NearEndGate | None = NearEndGate()
         self.cancelled = 0  # inbound frames that went through AEC3
         self.passed = 0  # of those, frames passed as they came: not like an echo
+        self._quiet = 0  # samples of the bot's audio heard in a quiet room, path unknown
 
     @property
     def state(self) -> EchoPath:
@@ -259,6 +276,12 @@ class EchoCanceller:
         self._remember(near, far)  # may still be on the way
         if self.gate is not None and self.gate.no_echo():
             self.detector.rule_out()  # the bot was loud at every delay, the room quiet
+        if self.detector.state is EchoPath.UNKNOWN:
+            self._quiet = (
+                0 if levels(near).max(initial=-200.0) > LOUD_DB else self._quiet + near.size
+            )
+            if self._quiet >= QUIET_DECIDE * RATE:
+                self.detector.rule_out()  # no echo that could reach the VAD came back
         state = self.detector.state
         if state is EchoPath.ABSENT:
             self._aec = None

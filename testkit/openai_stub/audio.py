@@ -28,6 +28,13 @@ def buzz(n: int) -> np.ndarray:
     return (0.3 * 32767 * saw * syllables).astype("<i2")
 
 
+def tone(n: int) -> np.ndarray:
+    """``n`` samples (24 kHz int16) of a steady 220 Hz tone: a voice whose envelope never
+    moves (what a hold tone or a flat synthetic voice looks like to the echo path)."""
+    t = np.arange(n) / TTS_RATE
+    return (0.3 * 32767 * np.sin(2 * math.pi * 220.0 * t)).astype("<i2")
+
+
 # What the "speech" voice reads, looped: sentences of an answer's kind, with their pauses.
 PARAGRAPH = (
     "Sure, I can help with that. The museum opens at nine in the morning and closes at "
@@ -124,7 +131,8 @@ class AudioEndpoints(StubCore):
     def tts_audio(self, text: str) -> np.ndarray:
         """The speech endpoint's samples for ``text`` (24 kHz int16)."""
         n = self.tts_samples(text)
-        return spoken(n) if self.config.tts_voice == "speech" else buzz(n)
+        voices = {"speech": spoken, "tone": tone}
+        return voices.get(self.config.tts_voice, buzz)(n)
 
     async def _audio(
         self, pcm: bytes, fault: Fault | None, record: RecordedRequest

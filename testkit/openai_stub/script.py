@@ -47,8 +47,9 @@ class StubConfig:
     tts_chunk_bytes: int = 4801  # odd on purpose: samples straddle chunk boundaries
     tts_seconds_per_char: float = 0.01
     tts_min_seconds: float = 0.1
-    # What the speech endpoint says: "buzz" (a pulse train, see audio.buzz) or "speech"
-    # (a recorded voice, for benches whose cost depends on it: Opus, the echo path).
+    # What the speech endpoint says: "buzz" (a pulse train, see audio.buzz), "speech"
+    # (a recorded voice, for benches whose cost depends on it: Opus, the echo path) or
+    # "tone" (a steady 220 Hz sine: an envelope that never moves).
     tts_voice: str = "buzz"
     default_text: str = "Hello there! How can I help you today?"
     transcript: str = "hello world"
