@@ -118,6 +118,26 @@ async def test_a_paused_track_sleeps_in_dtx_and_resume_wakes_it() -> None:
     raise AssertionError("a stopped track ends its recv")
 
 
+async def test_a_sender_cancelled_as_audio_wakes_it_ends() -> None:
+    """The sender's loop is cancelled at a session's close; a write that wakes the sleeping
+    track in the same moment must not swallow that cancellation (asyncio.wait_for on 3.11
+    did, gh-86296: the loop went on and the close waited for it for ever)."""
+
+    async def sender() -> None:
+        while True:
+            await track.recv()
+
+    track = PacedAudioTrack()
+    for _ in range(SETTLE_FRAMES + 1):
+        await track.recv()
+    sending = asyncio.ensure_future(sender())
+    await asyncio.sleep(0.05)  # asleep in the DTX silence
+    track.write(tone(OUT_RATE, 0.5).tobytes(), OUT_RATE)
+    sending.cancel()
+    done, _ = await asyncio.wait([sending], timeout=1.0)
+    assert done and sending.cancelled(), "the cancellation was swallowed"
+
+
 async def test_stop_ends_a_sleep_in_dtx() -> None:
     track = PacedAudioTrack()
     for _ in range(SETTLE_FRAMES + 1):

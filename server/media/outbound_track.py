@@ -246,7 +246,11 @@ class PacedAudioTrack(MediaStreamTrack):
         last = self._pts + frames * OUT_SAMPLES  # the frame after the silent ones
         self._wake.clear()
         try:
-            await asyncio.wait_for(self._wake.wait(), start + last / OUT_RATE - time.monotonic())
+            # Not asyncio.wait_for: on 3.11 it returns, swallowing a cancellation, when the
+            # event is set as the task is cancelled (gh-86296); the sender's loop then ran
+            # on, and the session's close waited for it for ever.
+            async with asyncio.timeout(start + last / OUT_RATE - time.monotonic()):
+                await self._wake.wait()
             # Audio goes at once, not at the next 20 ms of the old grid (10 ms sooner on
             # average): after unsent frames a receiver keeps time by the timestamp alone.
             due = round((time.monotonic() - start) * OUT_RATE)

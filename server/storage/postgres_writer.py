@@ -189,8 +189,9 @@ class PostgresWriter:
                 if self._stopping:
                     return
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), PROBE_INTERVAL)
+                try:  # not wait_for: on 3.11 it may swallow a cancellation (gh-86296)
+                    async with asyncio.timeout(PROBE_INTERVAL):
+                        await self._wake.wait()
                 except TimeoutError:
                     await self._probe()
                 continue
