@@ -20,6 +20,7 @@ from server import __version__
 from server.api import call_sockets, health, history, sessions, signalling, telephony
 from server.api.host_check import HostCheck, allowed_hosts
 from server.api.lifespan import lifespan
+from server.api.phone_admission import PhoneGuards
 from server.api.readiness import NotReady, Readiness
 from server.guards import auth
 from server.ops.metrics import ServerMetrics, add_metrics
@@ -178,6 +179,7 @@ def create_app(settings: Settings | None = None, agent: Agent | None = None) -> 
     if agent is not None:
         add_agent_handlers(app.state.client_messages, agent)
     app.state.tools = ToolRegistry()
+    app.state.phone_guards = PhoneGuards(settings)  # tokens used, webhooks answered, live calls
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StorageError, _storage_unavailable)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from starlette.websockets import WebSocket
 
 from server.api.call_sockets import socket_credential
+from server.api.slow_clients import TrustedProxies
 from server.guards.auth import ApiKeys
 from server.guards.once import UsedOnce
 from server.settings import Settings
@@ -47,9 +48,10 @@ class Admitted:
 
 class PhoneGuards:
     """What the phone routes of one server remember: tokens used, webhooks answered, and
-    the live streams by call."""
+    the live streams by call; and the providers' networks, exempt from per-address caps."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings) -> None:
+        self.providers = TrustedProxies(settings.telephony_trusted_networks)
         self.tokens = UsedOnce()
         self.webhooks = UsedOnce()
         self.live: set[tuple[str, str, str]] = set()  # (scope, provider, call id)

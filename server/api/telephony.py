@@ -30,7 +30,6 @@ from starlette.websockets import WebSocketDisconnect
 
 from server.api.call_sockets import client_of, deny, refuse, serve_call, socket_limits
 from server.api.phone_admission import Admitted, PhoneGuards, admit, refusal_before_upgrade
-from server.api.slow_clients import TrustedProxies
 from server.session.session import Session
 from server.settings import Settings
 from server.telephony.detect import ProviderDetector, stream_for
@@ -63,15 +62,6 @@ def _error(status: int, error: str) -> JSONResponse:
     return JSONResponse({"error": error}, status_code=status)
 
 
-def guards(state: object) -> PhoneGuards:
-    """The phone routes' memory on ``app.state`` (made on first use)."""
-    found = getattr(state, "phone_guards", None)
-    if found is None:
-        found = PhoneGuards()
-        setattr(state, "phone_guards", found)  # noqa: B010  # app.state takes attributes
-    return found
-
-
 @router.post("/telephony/twiml")
 async def twiml(request: Request) -> Response:
     """Twilio's voice webhook: TwiML connecting the call to our media stream."""
@@ -99,7 +89,7 @@ async def twiml(request: Request) -> Response:
         return _error(400, f"CallSid must be printable ASCII of at most {MAX_ID} characters")
     signature = request.headers.get("x-twilio-signature", "")
     key = call_sid or hashlib.sha256(signature.encode()).hexdigest()
-    if (call_sid or auth_token) and not guards(request.app.state).answer_webhook(key):
+    if (call_sid or auth_token) and not request.app.state.phone_guards.answer_webhook(key):
         return _error(409, "this call's webhook was answered already: a replay mints no token")
     call_id = call_sid or "call-" + secrets.token_hex(8)
     passed = {k: values[k] for k in CALL_FIELDS if values.get(k)}
@@ -178,21 +168,23 @@ async def phone_stream(websocket: WebSocket) -> None:
     if begun is None:
         return
     stream, started = begun
-    admitted = admit(websocket, settings, guards(websocket.app.state), started, _secret(settings))
+    guards: PhoneGuards = websocket.app.state.phone_guards
+    admitted = admit(websocket, settings, guards, started, _secret(settings))
     if isinstance(admitted, str):
         await refuse(websocket, POLICY, admitted)
         return
-    await _serve_stream(websocket, settings, stream, started, admitted)
+    await _serve_stream(websocket, settings, guards, stream, started, admitted)
 
 
 async def _serve_stream(
     websocket: WebSocket,
     settings: Settings,
+    guards: PhoneGuards,
     stream: ProviderStream,
     started: StreamStarted,
     admitted: Admitted,
 ) -> None:
-    live = guards(websocket.app.state).live
+    live = guards.live
     call = (admitted.scope, stream.provider, started.call_id)
     if started.call_id and call in live:
         await refuse(websocket, POLICY, "a stream for this call is live already")
@@ -204,7 +196,6 @@ async def _serve_stream(
     request_data = {"provider": stream.provider, "call_id": started.call_id,
                     "stream_id": started.stream_id, "parameters": parameters}  # fmt: skip
     client = client_of(websocket, admitted.owner, stream.provider)
-    providers = TrustedProxies(settings.telephony_trusted_networks)
 
     def greet(session: Session) -> None:
         session.greet()  # a phone has no client-ready: the call is connected
@@ -219,7 +210,7 @@ async def _serve_stream(
             request_data=request_data,
             on_open=greet,
             # A provider's media servers carry every call from a few addresses.
-            address_caps=(client.remote_addr or "") not in providers,
+            address_caps=(client.remote_addr or "") not in guards.providers,
         )
     finally:
         live.discard(call)

@@ -45,7 +45,8 @@ class ExotelStream(JsonStream):
     def _start(self, body: dict[str, Any]) -> StreamStarted:
         start = section(body, "start")
         fmt = section(start, "media_format", "start")
-        encoding, rate = fmt.get("encoding"), _rate(fmt.get("sample_rate"))
+        # A string ("8000"), though some streams send a number.
+        encoding, rate = fmt.get("encoding"), number(fmt.get("sample_rate"), 6)
         if not (isinstance(encoding, str) and encoding in _ENCODINGS) or rate not in _RATES:
             raise StreamProtocolError(
                 f"unsupported media format {fmt!r}: 16-bit PCM at 8000, 16000 or 24000"
@@ -60,8 +61,3 @@ class ExotelStream(JsonStream):
             sample_rate=rate,
             parameters=parameters(start.get("custom_parameters")),
         )
-
-
-def _rate(value: object) -> int | None:
-    """Exotel's sample rate: a string ("8000"), though some streams send a number."""
-    return number(value, 6)
