@@ -5,6 +5,7 @@ X-Forwarded-For is believed only from the trusted proxies."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Callable
@@ -100,6 +101,41 @@ def test_the_429_says_why(guarded: ServerProcess) -> None:
     finally:
         for sock in held:
             sock.close()
+
+
+@pytest.mark.e2e
+def test_a_refused_client_reads_its_answer_whenever_its_request_arrives(
+    guarded: ServerProcess,
+) -> None:
+    """The refusal goes out at connect, before the request: a close with that request
+    arriving after it made the kernel reset the connection, and a client whose reads
+    came after the reset lost the answer (RFC 9112 9.6: close lingering)."""
+    held = [half_sent(guarded.port) for _ in range(8)]
+    try:
+        statuses = [asyncio.run(refused_answer(guarded.port)) for _ in range(20)]
+    finally:
+        for sock in held:
+            sock.close()
+    assert statuses == [429] * 20, statuses
+
+
+async def refused_answer(port: int) -> int | None:
+    """An asyncio client that sends its request at once and reads the answer later."""
+    sock = socket.socket()
+    sock.bind((ATTACKER, 0))
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.sleep(0.05)  # answer, end and any reset all in before the first read
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.read(65536)
+    except ConnectionError:
+        return None
+    finally:
+        writer.transport.abort()
+    return status_of(head)
 
 
 @pytest.mark.e2e

@@ -126,6 +126,7 @@ async def test_upgraded_sockets_count_toward_the_connections_of_their_address(
         refused = RawWebSocket()
         assert await refused.open("127.0.0.1", locked.port, "/telephony/ws") == 429
         assert "too many open connections from this address" in refused.response.decode()
+        refused.abort()
         transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
         async with httpx.AsyncClient(transport=transport) as other:  # another address
             assert (await other.get(f"{locked.url}/health")).status_code == 200

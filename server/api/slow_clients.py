@@ -41,6 +41,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from server.settings import Settings
 
+LINGER_SECONDS = 1.0  # how long a refused connection is read (and dropped) before its close
 _REASONS = {408: "Request Timeout", 429: "Too Many Requests", 503: "Service Unavailable"}
 
 
@@ -119,6 +120,7 @@ class DeadlineProtocol(HttpToolsProtocol):
     ) -> None:
         super().connection_made(transport)
         self._timer: asyncio.TimerHandle | None = None
+        self._lingering = False
         self._heard = False  # bytes of a request since the deadline was set
         self._address = str(self.client[0]) if self.client else ""
         self._counted = self.book.count(self._address)
@@ -140,6 +142,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:  # refused: what it still sends is read only to be dropped
+            return
         self._heard = True
         super().data_received(data)
 
@@ -207,11 +211,31 @@ class DeadlineProtocol(HttpToolsProtocol):
         return True
 
     def _refuse(self, status: int, error: str, detail: Any = None) -> None:
+        """Answer, then close lingering: a close with the client's request still unread
+        (a refusal at connect comes before it) makes the kernel reset the connection, and
+        a reset can discard the answer before the client reads it. So the answer goes out
+        with a FIN, what the client still sends is dropped, and the socket closes at its
+        EOF or after ``LINGER_SECONDS``, whichever comes first."""
         self._disarm()
         self.book.refused += 1
-        if not self.transport.is_closing():
-            self.transport.write(refusal(status, error, detail))
+        if self.transport.is_closing() or self._lingering:
+            return
+        self.transport.write(refusal(status, error, detail))
+        answering = self.cycle is not None and not self.cycle.response_complete
+        if answering or not self.transport.can_write_eof():  # the app may still write
             self.transport.close()
+            return
+        self._lingering = True
+        self.transport.write_eof()
+        if self.flow is not None:
+            self.flow.resume_reading()  # to hear its EOF, even if the parser had paused
+        self._timer = self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+    def eof_received(self) -> None:
+        if self._lingering:
+            self.transport.close()
+            return
+        super().eof_received()
 
 
 def http_protocol(settings: Settings, book: ConnectionBook | None = None) -> type[DeadlineProtocol]:
