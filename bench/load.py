@@ -35,6 +35,7 @@ from testkit.measure import (
     start_profiler,
     stats,
 )
+from testkit.plain_rtc_client import PlainRTCClient
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess, metric
 from testkit.speech import make_speech
@@ -191,7 +192,8 @@ async def user(
     """One simulated user: connect, then ``args.turns`` turns."""
     result = UserResult()
     await asyncio.sleep(index * args.stagger)
-    client = RTCTestClient(url, jitter_frames=args.client_jitter_frames)
+    kind = PlainRTCClient if args.client == "plain" else RTCTestClient
+    client = kind(url, jitter_frames=args.client_jitter_frames)
     try:
         result.connect = await client.connect()
         await asyncio.sleep(0.5)
@@ -377,6 +379,12 @@ def main() -> None:
                         "then stretch with the load generator's)")  # fmt: skip
     parser.add_argument("--client-jitter-frames", type=int, default=1,
                         help="packets each client's jitter buffer holds (aiortc: 4)")  # fmt: skip
+    parser.add_argument("--client", choices=("test", "plain"), default="test",
+                        help="test: the repository's client (codes as a browser does, "
+                        "decodes at 16 kHz); plain: aiortc's own encoder and decoder, as a "
+                        "new user's aiortc client (testkit/plain_rtc_client.py)")  # fmt: skip
+    parser.add_argument("--transcript", help="what the stub STT hears (default: "
+                        "'what is two plus two', whatever is said)")  # fmt: skip
     parser.add_argument("--turn-end", choices=("fixed", "adaptive"), default="fixed",
                         help="Parley's turn end: the fixed window (the bench's figures since "
                         "issue 8) or the default, adaptive (the end-of-turn model at every "
@@ -426,7 +434,8 @@ def run_target(
     log_path = args.log or folder / f"{target}.log"
     stub = server = sampler = profiler = None
     try:
-        stub = start_stub(args, ANSWER, "what is two plus two", process=not args.stub_thread)
+        heard = args.transcript or "what is two plus two"
+        stub = start_stub(args, ANSWER, heard, process=not args.stub_thread)
         server = start_target(target, args, stub, log_path)
         sampler = ProcSampler(server.proc.pid).start()
         if args.profile:

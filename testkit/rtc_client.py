@@ -113,6 +113,13 @@ class TestMicrophone(MediaStreamTrack):
         self._echo[position - start : end - start] += samples
 
     async def recv(self) -> Packet:
+        pcm, silent = await self.next_pcm()
+        packet = self._encoder.encode(pcm.tobytes(), self._pts, silent=silent)
+        assert packet is not None  # a microphone sends every frame: no DTX
+        return packet
+
+    async def next_pcm(self) -> tuple[np.ndarray, bool]:
+        """The next 20 ms (48 kHz int16), when it is due; and whether it is silent."""
         if self.readyState != "live":
             raise MediaStreamError
         if self._start is None:
@@ -127,9 +134,7 @@ class TestMicrophone(MediaStreamTrack):
         self._pending = self._pending[take:]
         echoed = self._mix_echo(chunk)
         pcm = np.clip(chunk, -32768, 32767).astype(np.int16)
-        packet = self._encoder.encode(pcm.tobytes(), self._pts, silent=take == 0 and not echoed)
-        assert packet is not None  # a microphone sends every frame: no DTX
-        return packet
+        return pcm, take == 0 and not echoed
 
     def _mix_echo(self, chunk: np.ndarray) -> bool:
         skip = self._pts - self._echo_at  # echo samples already due before this frame
@@ -179,7 +184,7 @@ class RTCTestClient:
             configuration or RTCConfiguration(), bundlePolicy=RTCBundlePolicy.MAX_BUNDLE
         )
         self.pc = RTCPeerConnection(bundled)
-        self.mic = TestMicrophone()
+        self.mic = self.microphone()
         if wav:
             self.mic.play(wav)
         # Transceivers first, then the channel: with max-bundle, aiortc makes the first
@@ -191,9 +196,7 @@ class RTCTestClient:
         # client measures stays comparable across versions of the server. It holds each
         # packet until the next one comes (and ``jitter_frames`` packets, 4 by default:
         # an 80 ms client-side delay that benches set to 1).
-        InboundAudio(self._on_pcm).attach(audio.receiver)
-        prefetch = 4 if jitter_frames is None else jitter_frames
-        setattr(audio.receiver, _JITTER, JitterBuffer(capacity=16, prefetch=prefetch))
+        self.receive_audio(audio.receiver, 4 if jitter_frames is None else jitter_frames)
         self.pc.addTransceiver(camera or "video", direction="sendrecv")
         self.channel = self.pc.createDataChannel("chat", ordered=True)
         self.messages: list[dict[str, Any]] = []
@@ -211,6 +214,16 @@ class RTCTestClient:
         self.channel_open = asyncio.Event()
         self.channel.on("open", self.channel_open.set)
         self.channel.on("message", self._on_message)
+
+    def microphone(self) -> TestMicrophone:
+        """The microphone track (a subclass may send another)."""
+        return TestMicrophone()
+
+    def receive_audio(self, receiver: Any, prefetch: int) -> None:
+        """Decode what ``receiver`` gets into :meth:`_on_pcm` (a subclass may do it
+        otherwise)."""
+        InboundAudio(self._on_pcm).attach(receiver)
+        setattr(receiver, _JITTER, JitterBuffer(capacity=16, prefetch=prefetch))
 
     # -- signalling ----------------------------------------------------------------
 
