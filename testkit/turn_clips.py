@@ -361,7 +361,7 @@ def slug(text: str) -> str:
 
 def write_wav(clip: TurnClip, path: Path, lead: float) -> Path:
     """The clip after ``lead`` s of silence, as the 48 kHz mono WAV the test microphone
-    (:class:`testkit.rtc_client.TestMicrophone`) plays."""
+    (:class:`testkit.rtc_microphone.TestMicrophone`) plays."""
     samples = np.concatenate([np.zeros(round(lead * RATE), np.int16), clip.audio])
     with wave.open(str(path), "wb") as wav:
         wav.setnchannels(1)

@@ -23,7 +23,7 @@ from server.ops.metrics import ServerMetrics
 from server.process.heap import release_memory
 from server.process.proc import ProcReader
 from server.process.stats import process_stats
-from testkit import rtc_client
+from testkit import rtc_microphone
 from testkit.exposition import parse
 from testkit.server_process import ServerProcess, metric
 
@@ -39,7 +39,7 @@ def no_cyclic_gc() -> Iterator[None]:
 async def connected_pair() -> tuple[RTCPeerConnection, RTCPeerConnection]:
     """A client (mic, data channel) and a server-side peer from create_peer_connection."""
     client = RTCPeerConnection()
-    client.addTransceiver(rtc_client.TestMicrophone(), direction="sendrecv")
+    client.addTransceiver(rtc_microphone.TestMicrophone(), direction="sendrecv")
     client.createDataChannel("chat")
     server = create_peer_connection([])
     server.on("datachannel", lambda channel: channel.on("message", print))

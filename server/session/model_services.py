@@ -224,6 +224,8 @@ def _llm(settings: Settings, embedded: EmbeddedModels | None) -> LLMService:
         return LocalLLM(embedded, max_tokens=settings.llm_token_limit() or 80)
     if settings.provider("llm") == "realtime":
         return _realtime(settings)
+    if settings.provider("llm") in ("anthropic", "google"):
+        return _vendor_llm(settings)
     return OpenAILLM(
         settings.llm_model,
         base_url=settings.openai_base_url,
@@ -235,6 +237,32 @@ def _llm(settings: Settings, embedded: EmbeddedModels | None) -> LLMService:
         breaker=_breaker(settings, "llm"),
         thoughts_in_context=settings.llm_thoughts_in_context,
     )
+
+
+def _vendor_llm(settings: Settings) -> LLMService:
+    """Claude or Gemini; the vendor's SDK is imported only now, when it is chosen."""
+    options: dict[str, Any] = {
+        "api_key": settings.vendor_key(settings.llm),
+        "supports_tools": settings.llm_supports_tools,
+        "first_token_timeout": settings.llm_timeout,
+        "chunk_timeout": settings.llm_timeout,
+        "max_tokens": settings.llm_token_limit(),
+        "breaker": _breaker(settings, "llm"),
+        "thoughts_in_context": settings.llm_thoughts_in_context,
+    }
+    if settings.llm == "anthropic":
+        from pipeline.services.anthropic_llm import AnthropicLLM
+
+        budget = settings.llm_thinking_budget
+        return AnthropicLLM(settings.llm_model_name(), base_url=settings.anthropic_url,
+                            thinking_budget=budget, **options)  # fmt: skip
+    from pipeline.services.google_llm import GoogleLLM
+
+    # Unset, Gemini's own default (2.5 Flash thinks, unseen); set, 0 turns that off.
+    said = "llm_thinking_budget" in settings.model_fields_set
+    return GoogleLLM(settings.llm_model_name(), base_url=settings.google_url,
+                     thinking_budget=settings.llm_thinking_budget if said else None,
+                     **options)  # fmt: skip
 
 
 def _realtime(settings: Settings) -> RealtimeModels:

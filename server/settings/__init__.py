@@ -33,6 +33,7 @@ from server.settings.rtvi import RTVISettings
 from server.settings.storage import StorageSettings
 from server.settings.telephony import TelephonySettings
 from server.settings.turns import TurnSettings
+from server.settings.vendors import DEFAULT_MODELS, VendorSettings
 
 __all__ = [
     "ClientToolDefinition",
@@ -53,6 +54,7 @@ class Settings(
     TelephonySettings,
     AgentSettings,
     RealtimeSettings,
+    VendorSettings,
     ModelSettings,
     TurnSettings,
     RTVISettings,
@@ -75,6 +77,19 @@ class Settings(
                 "speaks first and the user is never heard"
             )
         return self
+
+    @model_validator(mode="after")
+    def _a_vendor_needs_its_key(self) -> Settings:
+        problem = self.missing_vendor_key(self.llm)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    def llm_model_name(self) -> str:
+        """The LLM's model: ``llm_model`` when set, else the chosen vendor's default."""
+        if "llm_model" in self.model_fields_set or self.llm not in DEFAULT_MODELS:
+            return self.llm_model
+        return DEFAULT_MODELS[self.llm]
 
     @model_validator(mode="after")
     def _recordings_need_a_store(self) -> Settings:

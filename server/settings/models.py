@@ -20,11 +20,12 @@ class ModelSettings(BaseModel):
     """The STT, LLM and TTS in use and how they are called."""
 
     stt: Literal["auto", "local", "openai"] = "auto"
-    llm: Literal["auto", "local", "openai", "realtime"] = Field(
+    llm: Literal["auto", "local", "openai", "realtime", "anthropic", "google"] = Field(
         "auto",
-        description="auto, local, openai, or realtime: a speech-to-speech model over the "
+        description="auto, local, openai, realtime: a speech-to-speech model over the "
         "OpenAI Realtime API (the realtime_* settings), which answers in its own voice "
-        "(no TTS) while Parley keeps the turn-taking (docs/realtime.md).",
+        "(no TTS) while Parley keeps the turn-taking (docs/realtime.md); anthropic: Claude "
+        "over the Messages API; google: Gemini (docs/services.md).",
     )
     tts: Literal["auto", "local", "openai"] = "auto"
     embedded_llm: LLMName = Field(
@@ -139,9 +140,10 @@ class ModelSettings(BaseModel):
 
     @model_validator(mode="after")
     def _vision_needs_an_llm_that_sees(self) -> ModelSettings:
-        if self.llm_vision and self.provider("llm") != "openai":
+        if self.llm_vision and self.provider("llm") not in ("openai", "anthropic", "google"):
             raise ValueError(
-                "llm_vision needs the OpenAI-compatible LLM (the embedded one sees nothing)"
+                "llm_vision needs an LLM that sees: openai, anthropic or google (the "
+                "embedded one sees nothing)"
             )
         return self
 
@@ -158,7 +160,7 @@ class ModelSettings(BaseModel):
 
     def provider(
         self, role: Literal["stt", "llm", "tts"]
-    ) -> Literal["local", "openai", "realtime"]:
+    ) -> Literal["local", "openai", "realtime", "anthropic", "google"]:
         """Which implementation serves ``role``, resolving "auto"."""
         choice = getattr(self, role)
         if choice == "auto":

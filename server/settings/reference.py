@@ -43,7 +43,8 @@ _UNDESCRIBED = {
     "openai_api_key": "Key for the OpenAI-compatible endpoint.",
     "openai_base_url": "Base URL of the OpenAI-compatible endpoint (vLLM, llama.cpp server, "
     "Ollama, …). Unset: OpenAI's.",
-    "llm_model": "Model name of the OpenAI-compatible LLM.",
+    "llm_model": "Model name of the LLM in use (openai: gpt-4o-mini; unset for anthropic or "
+    "google: the vendor's default, claude-haiku-4-5 or gemini-2.5-flash).",
     "stt_model": "Model name of the OpenAI-compatible STT.",
     "tts_model": "Model name of the OpenAI-compatible TTS.",
     "tts_voice": "Voice of the OpenAI-compatible TTS.",

@@ -1,0 +1,399 @@
+"""The LLM service for Gemini (``PARLEY_LLM=google``), through Google's ``google-genai`` SDK:
+Google's own async client, which streams (``streamGenerateContent?alt=sse``) and takes a
+base URL (a proxy, or the tests' fake). :mod:`pipeline.services.google_contents` converts
+the OpenAI-format context.
+
+As :mod:`pipeline.services.openai_llm`: one streamed request per answer, no retries (the
+SDK's are off: text already spoken must not be asked for again); ``first_token_timeout``
+bounds connect + the first content, ``chunk_timeout`` each gap after it; timing is on
+each call's :class:`LLMStream`. Gemini sends whole function calls: they are emitted when
+the stream ends (id: Gemini's, else ``call_<n>``), then one :class:`UsageReport`. Thought
+parts (asked for only with ``thinking_budget``) become :class:`ReasoningDelta`, never text.
+
+The SDK gets its own ``httpx2`` client: its errors are those ``map_error`` knows (never
+aiohttp's), and a closed stream closes its HTTP response at once (the SDK's nested
+generators would only close it when collected). A refused key (401, 403, 400
+``API_KEY_INVALID``) is a :class:`ServiceAuthError` quoting Google's reason, for /health.
+Gemini 3 refuses a replayed function call without its thought signature, which the
+context cannot hold: the service remembers them by call id, and sends Google's documented
+placeholder for calls it never saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+from loguru import logger
+
+from pipeline.messages import Usage
+from pipeline.services import google_contents as convert
+from pipeline.services.circuit import CircuitBreaker
+from pipeline.services.errors import (
+    ServiceAuthError,
+    ServiceError,
+    ServiceHTTPError,
+    bad_response,
+    from_status,
+    map_error,
+    service_name,
+    timed_out,
+)
+from pipeline.services.llm import (
+    LLMChunk,
+    LLMStream,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    UsageReport,
+)
+
+SERVICE = "llm"
+# Sent when no key is configured: Google answers 400 API_KEY_INVALID, a clear auth error
+# (an empty key would make the SDK look for one in the environment instead).
+NO_KEY = "no-key-configured"
+# Google's documented stand-in for a thought signature the client does not have.
+SKIP_SIGNATURE = b"skip_thought_signature_validator"
+SIGNATURES_KEPT = 4096  # call ids → thought signatures remembered (oldest dropped)
+KEY_VARIABLES = "GOOGLE_API_KEY or GEMINI_API_KEY"  # where the operator sets the key
+LONGEST_REASON = 300  # characters of Google's reason quoted in an auth error
+FINISH_REASONS = {"STOP": "stop", "MAX_TOKENS": "length"}
+
+# The HTTP responses opened by the request under way in this task (see _track).
+_OPENED: ContextVar[list[httpx2.Response] | None] = ContextVar("gemini_opened", default=None)
+
+
+async def _track(response: httpx2.Response) -> None:
+    """httpx2 response hook: note the response for the stream whose request opened it."""
+    opened = _OPENED.get()
+    if opened is not None:
+        opened.append(response)
+
+
+def _needs_signatures(model: str) -> bool:
+    """Gemini 3 and later refuse replayed function calls without a thought signature."""
+    match = re.search(r"gemini-(\d+)", model)
+    return match is not None and int(match.group(1)) >= 3
+
+
+def _key_refused(exc: genai_errors.APIError) -> bool:
+    if exc.code in (401, 403) or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return True
+    body = exc.details if isinstance(exc.details, dict) else {}
+    error = body.get("error", body)
+    details = error.get("details") if isinstance(error, dict) else None
+    reasons = [d.get("reason", "") for d in details or () if isinstance(d, dict)]
+    return exc.code == 400 and any(str(r).startswith("API_KEY_") for r in reasons)
+
+
+def _api_error(exc: genai_errors.APIError) -> ServiceError:
+    """The ServiceError for what Google answered; its whole answer is logged, once."""
+    upstream = json.dumps(exc.details, ensure_ascii=False, default=str)
+    code = exc.code if isinstance(exc.code, int) else 0
+    if _key_refused(exc):
+        reason = (exc.message or exc.status or "no reason given")[:LONGEST_REASON]
+        what = f"refused the API key (HTTP {code}: {reason}). Check {KEY_VARIABLES}."
+        error: ServiceError = ServiceAuthError(
+            SERVICE, f"{service_name(SERVICE)} {what}", status=code, detail=upstream
+        )
+    elif code >= 400:
+        error = from_status(SERVICE, code, upstream)
+    else:  # an error event inside a stream that had answered 200
+        what = f"{service_name(SERVICE)} reported an error in its answer."
+        error = ServiceHTTPError(SERVICE, what, retryable=True, detail=upstream)
+    logger.warning("{} {}", error.message, error.detail)
+    return error
+
+
+def _service_error(exc: BaseException, *, mid_stream: bool = False) -> ServiceError:
+    if isinstance(exc, genai_errors.APIError):
+        return _api_error(exc)
+    if isinstance(exc, genai_errors.UnknownApiResponseError):
+        return bad_response(SERVICE, "a chunk was not valid JSON")
+    return map_error(exc, SERVICE, mid_stream=mid_stream)
+
+
+def _usage(meta: types.GenerateContentResponseUsageMetadata) -> UsageReport:
+    # Gemini counts thoughts apart from the answer; Parley's output includes them.
+    thoughts = meta.thoughts_token_count or 0
+    usage = Usage(
+        input_tokens=(meta.prompt_token_count or 0) + (meta.tool_use_prompt_token_count or 0),
+        output_tokens=(meta.candidates_token_count or 0) + thoughts,
+        cache_read_tokens=meta.cached_content_token_count or 0,
+    )
+    return UsageReport(usage, reasoning_tokens=thoughts)
+
+
+def _finish_reason(raw: Any, called: bool) -> str:
+    name = str(getattr(raw, "value", raw))
+    if called and name == "STOP":
+        return "tool_calls"  # Gemini says STOP after function calls too
+    return FINISH_REASONS.get(name, name.lower())
+
+
+@contextlib.contextmanager
+def _guarded(breaker: CircuitBreaker | None) -> Iterator[None]:
+    """One call as the breaker sees it (as OpenAIEndpoint.guarded): refused while open;
+    a ServiceError is a failure, a normal end a success, a cancellation neither."""
+    if breaker is None:
+        yield
+        return
+    breaker.check()
+    try:
+        yield
+    except ServiceError as exc:
+        breaker.failed(exc)
+        raise
+    except BaseException:
+        breaker.abandoned()
+        raise
+    breaker.succeeded()
+
+
+@dataclass
+class _Answer:
+    """What one stream gathers besides its deltas: the calls, usage and finish."""
+
+    calls: list[ToolCallRequest] = field(default_factory=list)
+    usage: UsageReport | None = None
+    finish: Any = None
+    chunks: int = 0  # responses received
+
+
+class GoogleLLM:
+    """Streams Gemini answers; see the module docstring for timing, tools and errors."""
+
+    def __init__(  # noqa: PLR0913  keyword-only provider options, as OpenAILLM's
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        supports_tools: bool = True,
+        first_token_timeout: float = 10.0,
+        chunk_timeout: float = 10.0,
+        max_tokens: int | None = None,
+        breaker: CircuitBreaker | None = None,
+        thoughts_in_context: bool = False,
+        thinking_budget: int | None = None,
+    ) -> None:
+        self.model = model
+        self.supports_tools = supports_tools
+        self.first_token_timeout = first_token_timeout
+        self.chunk_timeout = chunk_timeout
+        self.max_tokens = max_tokens  # None: the model's own limit
+        self.breaker = breaker
+        # Whether the model's thought is kept in the context (it is never sent back).
+        self.thoughts_in_context = thoughts_in_context
+        self.thinking_budget = thinking_budget  # None: no thoughts asked for
+        self._ids = itertools.count()
+        self._signatures: OrderedDict[str, bytes] = OrderedDict()
+        # The HTTP timeout is a backstop: our own timeouts fire first, with clearer words.
+        backstop = 2 * max(first_token_timeout, chunk_timeout)
+        self._http = httpx2.AsyncClient(timeout=backstop, event_hooks={"response": [_track]})
+        options = types.HttpOptions(
+            base_url=base_url,
+            timeout=int(backstop * 1000),  # ms; unset, the SDK would send no timeout at all
+            retry_options=types.HttpRetryOptions(attempts=1),  # and no implicit retries
+            httpx_async_client=self._http,
+        )
+        self._client = genai.Client(vertexai=False, api_key=api_key or NO_KEY, http_options=options)
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+    ) -> LLMStream:
+        """Text and reasoning deltas as they come, then the tool calls, then usage."""
+        return LLMStream(lambda call: self._guarded(call, messages, tools, tool_choice))
+
+    async def _guarded(
+        self,
+        call: LLMStream,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: Any,
+    ) -> AsyncGenerator[LLMChunk, None]:
+        with _guarded(self.breaker):
+            # aclosing: a barge-in's close reaches the HTTP stream at once.
+            async with contextlib.aclosing(self._stream(call, messages, tools, tool_choice)) as it:
+                async for chunk in it:
+                    yield chunk
+
+    def _contents(self, messages: list[dict[str, Any]]) -> list[types.Content]:
+        fallback = SKIP_SIGNATURE if _needs_signatures(self.model) else None
+        return convert.to_contents(messages, self._signatures, fallback)
+
+    def _config(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: Any,
+        max_tokens: int | None,
+    ) -> types.GenerateContentConfig:
+        config = types.GenerateContentConfig(
+            system_instruction=convert.system_instruction(messages),
+            max_output_tokens=max_tokens or None,
+            # The SDK would run Python functions itself; Parley runs its own tools.
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        )
+        if tools and self.supports_tools:
+            config.tools = list(convert.to_tools(tools)) or None
+            config.tool_config = convert.to_tool_config(tool_choice)
+        if self.thinking_budget is not None:
+            config.thinking_config = types.ThinkingConfig(
+                include_thoughts=True, thinking_budget=self.thinking_budget
+            )
+        return config
+
+    async def _stream(
+        self,
+        call: LLMStream,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: Any,
+    ) -> AsyncGenerator[LLMChunk, None]:
+        loop = asyncio.get_running_loop()
+        first_deadline = loop.time() + self.first_token_timeout
+        opened: list[httpx2.Response] = []
+        answer = _Answer()
+        config = self._config(messages, tools, tool_choice, self.max_tokens)
+        try:
+            # Builds the SDK's iterator; the request goes out on its first item.
+            responses = await self._client.aio.models.generate_content_stream(
+                model=self.model, contents=self._contents(messages), config=config
+            )
+        except Exception as exc:
+            raise _service_error(exc) from exc
+        try:
+            while True:
+                waiting_first = call.ttfb is None  # this call's own first token
+                limit = first_deadline - loop.time() if waiting_first else self.chunk_timeout
+                response = await self._next(responses, limit, waiting_first, opened, answer)
+                if response is None:
+                    break
+                for piece in self._read(response, call, answer):
+                    yield piece
+            if answer.finish is None:
+                raise bad_response(SERVICE, "the stream ended mid-way (no finish reason)")
+            call.finish_reason = _finish_reason(answer.finish, bool(answer.calls))
+            for request in answer.calls:
+                yield request
+            if answer.usage is not None:
+                yield answer.usage
+        finally:
+            # Runs on aclose (barge-in) too: closing the responses drops the connection.
+            await _close(responses, opened)
+
+    async def _next(
+        self,
+        responses: AsyncIterator[types.GenerateContentResponse],
+        limit: float,
+        first: bool,
+        opened: list[httpx2.Response],
+        answer: _Answer,
+    ) -> types.GenerateContentResponse | None:
+        """The next response, or ``None`` at the end; typed errors for stalls and failures."""
+        token = _OPENED.set(opened)  # for _track, should this item open a request
+        try:
+            async with asyncio.timeout(max(limit, 0.0)):
+                response = await anext(responses)
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            if first:
+                detail = f"no first token within {self.first_token_timeout:g} s"
+            else:
+                detail = f"the stream stalled for more than {self.chunk_timeout:g} s"
+            raise timed_out(SERVICE, detail) from None
+        except Exception as exc:
+            raise _service_error(exc, mid_stream=answer.chunks > 0) from exc
+        finally:
+            _OPENED.reset(token)
+        answer.chunks += 1
+        return response
+
+    def _read(
+        self, response: types.GenerateContentResponse, call: LLMStream, answer: _Answer
+    ) -> list[LLMChunk]:
+        """One response's deltas; its calls, usage and finish go to ``answer``."""
+        if response.usage_metadata is not None:
+            answer.usage = _usage(response.usage_metadata)  # running totals: the last wins
+        feedback = response.prompt_feedback
+        if not response.candidates and feedback is not None and feedback.block_reason:
+            answer.finish = feedback.block_reason  # the prompt was refused: no answer
+        chunks: list[LLMChunk] = []
+        for candidate in (response.candidates or [])[:1]:
+            if candidate.finish_reason is not None:
+                answer.finish = candidate.finish_reason
+            for part in (candidate.content.parts if candidate.content else None) or ():
+                if part.function_call is not None:
+                    answer.calls.append(self._request(part))
+                    call.first_token()
+                elif part.text:
+                    chunks.append(
+                        ReasoningDelta(part.text) if part.thought else TextDelta(part.text)
+                    )
+                    call.first_token()
+        return chunks
+
+    def _request(self, part: types.Part) -> ToolCallRequest:
+        function = part.function_call
+        if function is None or not function.name:
+            raise bad_response(SERVICE, "a function call had no name")
+        call_id = function.id or f"call_{next(self._ids)}"
+        if part.thought_signature:
+            # Sent back with this call in later turns (Gemini 3 insists).
+            self._signatures[call_id] = part.thought_signature
+            while len(self._signatures) > SIGNATURES_KEPT:
+                self._signatures.popitem(last=False)
+        return ToolCallRequest(call_id, function.name, dict(function.args or {}))
+
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 1024) -> str:
+        """One non-streamed answer (for summaries); no tools, no retries. Bounded by the
+        HTTP timeout; wrap in ``asyncio.timeout`` for a tighter limit."""
+        with _guarded(self.breaker):
+            try:
+                response = await self._client.aio.models.generate_content(
+                    model=self.model,
+                    contents=self._contents(messages),
+                    config=self._config(messages, None, None, max_tokens),
+                )
+            except Exception as exc:
+                raise _service_error(exc) from exc
+        candidates = response.candidates or []
+        content = candidates[0].content if candidates else None
+        parts = (content.parts if content else None) or []
+        return "".join(p.text for p in parts if p.text and not p.thought)
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients (the SDK leaves the one it was given to its owner)."""
+        await self._http.aclose()
+        self._client.close()
+
+
+async def _close(
+    responses: AsyncIterator[types.GenerateContentResponse], opened: list[httpx2.Response]
+) -> None:
+    """Close the SDK's iterator, then the HTTP responses its requests opened (which the
+    iterator's inner generators would only close when garbage-collected)."""
+    aclose = getattr(responses, "aclose", None)
+    try:
+        if aclose is not None:
+            await aclose()
+    finally:
+        for response in opened:
+            await response.aclose()

@@ -1,0 +1,95 @@
+"""The vendors' settings (server/settings/vendors.py): keys from each vendor's usual variable,
+a missing key named at start, the vendor's default model, URLs, and no SDK imported unless
+its vendor is chosen."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from server.settings import Settings
+
+VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "PARLEY_ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "PARLEY_GOOGLE_API_KEY",
+    "PARLEY_LLM_MODEL",
+    "PARLEY_LLM",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("vendor", "named"),
+    [("anthropic", "ANTHROPIC_API_KEY"), ("google", "GOOGLE_API_KEY or GEMINI_API_KEY")],
+)
+def test_a_chosen_vendor_without_its_key_stops_the_start_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, vendor: str, named: str
+) -> None:
+    monkeypatch.setenv("PARLEY_LLM", vendor)
+    with pytest.raises(ValidationError, match=f"PARLEY_LLM={vendor} needs an API key: set {named}"):
+        Settings()
+
+
+@pytest.mark.parametrize(
+    ("variable", "vendor"),
+    [
+        ("ANTHROPIC_API_KEY", "anthropic"),
+        ("GEMINI_API_KEY", "google"),
+        ("GOOGLE_API_KEY", "google"),
+        ("PARLEY_ANTHROPIC_API_KEY", "anthropic"),
+    ],
+)
+def test_keys_come_from_the_vendors_usual_variables(
+    monkeypatch: pytest.MonkeyPatch, variable: str, vendor: str
+) -> None:
+    monkeypatch.setenv("PARLEY_LLM", vendor)
+    monkeypatch.setenv(variable, "k-1")
+    settings = Settings()
+    assert settings.vendor_key(vendor) == "k-1"
+    assert "k-1" not in repr(settings)  # a secret: never in a log line
+
+
+def test_the_model_is_the_vendors_default_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("GOOGLE_API_KEY", "k")
+    assert Settings(llm="anthropic").llm_model_name() == "claude-haiku-4-5"
+    assert Settings(llm="google").llm_model_name() == "gemini-2.5-flash"
+    assert Settings(llm="openai").llm_model_name() == "gpt-4o-mini"
+    monkeypatch.setenv("PARLEY_LLM_MODEL", "claude-sonnet-4-5")
+    assert Settings(llm="anthropic").llm_model_name() == "claude-sonnet-4-5"
+
+
+def test_a_vendor_url_must_be_http_with_a_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    assert Settings(anthropic_url="http://127.0.0.1:9/").anthropic_url == "http://127.0.0.1:9"
+    with pytest.raises(ValidationError, match="not an http"):
+        Settings(google_url="wss://example.test")
+
+
+def test_no_vendor_sdk_is_imported_unless_its_vendor_is_chosen() -> None:
+    code = (
+        "import sys, server.api.app, server.session.model_services, server.__main__; "
+        "print(sorted(m for m in ('anthropic', 'google.genai') if m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    assert out.stdout.strip() == "[]"
