@@ -18,11 +18,9 @@ to: the service keeps it by tool-call id (the context has no place for it).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +48,8 @@ from pipeline.services.llm import (
     ToolCallRequest,
     UsageReport,
 )
+from pipeline.services.llm_calls import SERVICE, RemoteLLM
 
-SERVICE = "llm"
 DEFAULT_MAX_TOKENS = 1024  # the API requires a limit
 MIN_THINKING_BUDGET = 1024  # the API's smallest budget_tokens
 FINISH_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
@@ -97,11 +95,16 @@ class _Block:
         return {"type": "thinking", "thinking": "".join(self.parts), "signature": self.signature}
 
 
+# Where an answer's thinking goes once its tool calls are known: (calls, thinking blocks).
+Keep = Callable[[list[ToolCallRequest], list[dict[str, Any]]], None]
+
+
 class _Answer:
     """One answer read from its events: chunks out, blocks, stop reason and usage kept."""
 
-    def __init__(self, call: LLMStream) -> None:
+    def __init__(self, call: LLMStream, keep: Keep) -> None:
         self.call = call
+        self.keep = keep
         self.blocks: dict[int, _Block] = {}
         self.usage: dict[str, int] = {}
         self.thinking_tokens = 0
@@ -162,13 +165,15 @@ class _Answer:
         if isinstance(thinking, int):
             self.thinking_tokens = thinking
 
-    def tool_calls(self) -> list[ToolCallRequest]:
-        ordered = (block for _, block in sorted(self.blocks.items()))
-        return [block.request() for block in ordered if block.kind == "tool_use"]
-
-    def thoughts(self) -> list[dict[str, Any]]:
+    def end(self) -> list[ToolCallRequest]:
+        """The tool calls, their thinking kept (it must go back with their results)."""
+        if not self.stopped:
+            raise bad_response(SERVICE, "the stream ended mid-way (no message_stop)")
+        ordered = [block for _, block in sorted(self.blocks.items())]
+        calls = [block.request() for block in ordered if block.kind == "tool_use"]
         kinds = ("thinking", "redacted_thinking")
-        return [b.thought() for _, b in sorted(self.blocks.items()) if b.kind in kinds]
+        self.keep(calls, [block.thought() for block in ordered if block.kind in kinds])
+        return calls
 
     def report(self) -> UsageReport | None:
         if not self.usage:
@@ -185,8 +190,10 @@ class _Answer:
         return UsageReport(usage, self.thinking_tokens)
 
 
-class AnthropicLLM:
+class AnthropicLLM(RemoteLLM):
     """Streams Messages API answers; see the module docstring."""
+
+    unvalidated_items = "an event"  # the SDK builds events without validation
 
     def __init__(  # noqa: PLR0913  keyword-only provider options, as OpenAILLM's
         self,
@@ -202,33 +209,23 @@ class AnthropicLLM:
         thoughts_in_context: bool = False,
         thinking_budget: int = 0,
     ) -> None:
-        self.model = model
-        self.supports_tools = supports_tools
-        self.first_token_timeout = first_token_timeout
-        self.chunk_timeout = chunk_timeout
+        super().__init__(
+            model,
+            supports_tools=supports_tools,
+            first_token_timeout=first_token_timeout,
+            chunk_timeout=chunk_timeout,
+            breaker=breaker,
+            thoughts_in_context=thoughts_in_context,
+        )
         self.max_tokens = max_tokens or DEFAULT_MAX_TOKENS
-        self.breaker = breaker
-        # Whether the model's reasoning is kept in the context (it is never sent back).
-        self.thoughts_in_context = thoughts_in_context
         self.thinking_budget = max(thinking_budget, MIN_THINKING_BUDGET) if thinking_budget else 0
         self._thoughts: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-        # The HTTP timeout is a backstop: our own timeouts fire first with clearer messages.
-        backstop = 2 * max(first_token_timeout, chunk_timeout)
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key or "no-key-configured",  # a clear 401 rather than the SDK's TypeError
             base_url=base_url,
             max_retries=0,
-            timeout=backstop,
+            timeout=self.backstop,
         )
-
-    def stream(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: Any = None,
-    ) -> LLMStream:
-        """Reasoning and text deltas as they come, then the tool calls, then usage."""
-        return LLMStream(lambda call: self._guarded(call, messages, tools, tool_choice))
 
     def _request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tool_choice: Any
@@ -252,95 +249,21 @@ class AnthropicLLM:
             request["max_tokens"] = self.max_tokens + self.thinking_budget
         return request
 
-    async def _guarded(
+    async def _open(
         self,
-        call: LLMStream,
+        deadline: float,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         tool_choice: Any,
-    ) -> AsyncGenerator[LLMChunk, None]:
+    ) -> Any:
         request = self._request(messages, tools, tool_choice)
-        with self._breaker_watch():
-            # aclosing: a barge-in's close reaches the HTTP stream at once.
-            async with contextlib.aclosing(self._stream(call, request)) as chunks:
-                async for chunk in chunks:
-                    yield chunk
+        return await self._begun(deadline, lambda: self._client.messages.create(**request))
 
-    @contextlib.contextmanager
-    def _breaker_watch(self) -> Iterator[None]:
-        """As OpenAIEndpoint.guarded: refused while open; a ServiceError is a failure,
-        a normal end a success, a cancellation or early close neither."""
-        breaker = self.breaker
-        if breaker is None:
-            yield
-            return
-        breaker.check()
-        try:
-            yield
-        except ServiceError as exc:
-            breaker.failed(exc)
-            raise
-        except BaseException:
-            breaker.abandoned()
-            raise
-        breaker.succeeded()
+    def _new_answer(self, call: LLMStream) -> _Answer:
+        return _Answer(call, keep=self._remember)
 
-    async def _open(self, deadline: float, request: dict[str, Any]) -> Any:
-        """The event stream, opened before ``deadline`` (the first token's)."""
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await self._client.messages.create(**request)
-        except TimeoutError:
-            raise timed_out(SERVICE, f"no answer within {self.first_token_timeout:g} s") from None
-        except Exception as exc:
-            raise _mapped(exc) from exc
-
-    async def _stream(
-        self, call: LLMStream, request: dict[str, Any]
-    ) -> AsyncGenerator[LLMChunk, None]:
-        loop = asyncio.get_running_loop()
-        first_deadline = loop.time() + self.first_token_timeout
-        stream = await self._open(first_deadline, request)
-        answer = _Answer(call)
-        try:
-            while True:
-                waiting_first = call.ttfb is None  # pings and message_start are not content
-                limit = first_deadline - loop.time() if waiting_first else self.chunk_timeout
-                event = await self._next(stream, limit, waiting_first)
-                if event is None:
-                    break
-                for chunk in answer.read(event):
-                    yield chunk
-            if not answer.stopped:
-                raise bad_response(SERVICE, "the stream ended mid-way (no message_stop)")
-            calls = answer.tool_calls()
-            self._remember(calls, answer.thoughts())
-            for tool_call in calls:
-                yield tool_call
-            if (report := answer.report()) is not None:
-                yield report
-        except (AttributeError, TypeError) as exc:
-            # The SDK builds events without validation: garbage shows up as missing fields.
-            raise bad_response(SERVICE, f"an event was malformed ({exc})") from exc
-        finally:
-            # Runs on aclose (barge-in) too: closing the response drops the connection.
-            await stream.close()
-
-    async def _next(self, stream: Any, limit: float, first: bool) -> Any:
-        """The next event, or ``None`` at the end; typed errors for stalls and failures."""
-        try:
-            async with asyncio.timeout(max(limit, 0.0)):
-                return await anext(stream)
-        except StopAsyncIteration:
-            return None
-        except TimeoutError:
-            if first:
-                detail = f"no first token within {self.first_token_timeout:g} s"
-            else:
-                detail = f"the stream stalled for more than {self.chunk_timeout:g} s"
-            raise timed_out(SERVICE, detail) from None
-        except Exception as exc:
-            raise _mapped(exc, mid_stream=True) from exc
+    def _service_error(self, exc: BaseException, *, mid_stream: bool = False) -> ServiceError:
+        return _mapped(exc, mid_stream=mid_stream)
 
     def _remember(self, calls: list[ToolCallRequest], thoughts: list[dict[str, Any]]) -> None:
         """Keep the thinking that led to ``calls``, for the request carrying their results."""
@@ -358,11 +281,7 @@ class AnthropicLLM:
         request["messages"] = convert.to_messages(rest, with_tools=False)
         if system:
             request["system"] = system
-        with self._breaker_watch():
-            try:
-                response = await self._client.messages.create(**request)
-            except Exception as exc:
-                raise _mapped(exc) from exc
+        response = await self._once(lambda: self._client.messages.create(**request))
         try:
             return "".join(b.text for b in response.content if b.type == "text")
         except (AttributeError, TypeError) as exc:

@@ -21,15 +21,12 @@ placeholder for calls it never saw.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import json
 import re
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -49,7 +46,6 @@ from pipeline.services.errors import (
     from_status,
     map_error,
     service_name,
-    timed_out,
 )
 from pipeline.services.llm import (
     LLMChunk,
@@ -59,8 +55,8 @@ from pipeline.services.llm import (
     ToolCallRequest,
     UsageReport,
 )
+from pipeline.services.llm_calls import SERVICE, RemoteLLM
 
-SERVICE = "llm"
 # Sent when no key is configured: Google answers 400 API_KEY_INVALID, a clear auth error
 # (an empty key would make the SDK look for one in the environment instead).
 NO_KEY = "no-key-configured"
@@ -117,14 +113,6 @@ def _api_error(exc: genai_errors.APIError) -> ServiceError:
     return error
 
 
-def _service_error(exc: BaseException, *, mid_stream: bool = False) -> ServiceError:
-    if isinstance(exc, genai_errors.APIError):
-        return _api_error(exc)
-    if isinstance(exc, genai_errors.UnknownApiResponseError):
-        return bad_response(SERVICE, "a chunk was not valid JSON")
-    return map_error(exc, SERVICE, mid_stream=mid_stream)
-
-
 def _usage(meta: types.GenerateContentResponseUsageMetadata) -> UsageReport:
     # Gemini counts thoughts apart from the answer; Parley's output includes them.
     thoughts = meta.thoughts_token_count or 0
@@ -143,37 +131,77 @@ def _finish_reason(raw: Any, called: bool) -> str:
     return FINISH_REASONS.get(name, name.lower())
 
 
-@contextlib.contextmanager
-def _guarded(breaker: CircuitBreaker | None) -> Iterator[None]:
-    """One call as the breaker sees it (as OpenAIEndpoint.guarded): refused while open;
-    a ServiceError is a failure, a normal end a success, a cancellation neither."""
-    if breaker is None:
-        yield
-        return
-    breaker.check()
-    try:
-        yield
-    except ServiceError as exc:
-        breaker.failed(exc)
-        raise
-    except BaseException:
-        breaker.abandoned()
-        raise
-    breaker.succeeded()
+class _Responses:
+    """The SDK's iterator of responses, as the call reads it: the HTTP responses its
+    requests open are noted (see :func:`_track`), so that closing it closes them at once
+    (the SDK's inner generators would only close them when garbage-collected)."""
+
+    def __init__(self, responses: AsyncIterator[types.GenerateContentResponse]) -> None:
+        self._responses = responses
+        self._opened: list[httpx2.Response] = []
+
+    async def __anext__(self) -> types.GenerateContentResponse:
+        token = _OPENED.set(self._opened)  # for _track, should this item open a request
+        try:
+            return await anext(self._responses)
+        finally:
+            _OPENED.reset(token)
+
+    async def close(self) -> None:
+        aclose = getattr(self._responses, "aclose", None)
+        try:
+            if aclose is not None:
+                await aclose()
+        finally:
+            for response in self._opened:
+                await response.aclose()
 
 
-@dataclass
 class _Answer:
-    """What one stream gathers besides its deltas: the calls, usage and finish."""
+    """One answer read from its responses: deltas out; calls, usage and finish kept."""
 
-    calls: list[ToolCallRequest] = field(default_factory=list)
-    usage: UsageReport | None = None
-    finish: Any = None
-    chunks: int = 0  # responses received
+    def __init__(self, call: LLMStream, tool_call: Callable[[types.Part], ToolCallRequest]) -> None:
+        self.call = call
+        self.tool_call = tool_call  # the service's: it numbers calls, keeps their signatures
+        self.calls: list[ToolCallRequest] = []
+        self.usage: UsageReport | None = None
+        self.finish: Any = None
+
+    def read(self, response: types.GenerateContentResponse) -> list[LLMChunk]:
+        if response.usage_metadata is not None:
+            self.usage = _usage(response.usage_metadata)  # running totals: the last wins
+        feedback = response.prompt_feedback
+        if not response.candidates and feedback is not None and feedback.block_reason:
+            self.finish = feedback.block_reason  # the prompt was refused: no answer
+        chunks: list[LLMChunk] = []
+        for candidate in (response.candidates or [])[:1]:
+            if candidate.finish_reason is not None:
+                self.finish = candidate.finish_reason
+            for part in (candidate.content.parts if candidate.content else None) or ():
+                if part.function_call is not None:
+                    self.calls.append(self.tool_call(part))
+                    self.call.first_token()
+                elif part.text:
+                    chunks.append(
+                        ReasoningDelta(part.text) if part.thought else TextDelta(part.text)
+                    )
+                    self.call.first_token()
+        return chunks
+
+    def end(self) -> list[ToolCallRequest]:
+        if self.finish is None:
+            raise bad_response(SERVICE, "the stream ended mid-way (no finish reason)")
+        self.call.finish_reason = _finish_reason(self.finish, bool(self.calls))
+        return self.calls
+
+    def report(self) -> UsageReport | None:
+        return self.usage
 
 
-class GoogleLLM:
+class GoogleLLM(RemoteLLM):
     """Streams Gemini answers; see the module docstring for timing, tools and errors."""
+
+    begun_on_open = False  # the SDK sends the request on the first item, not at _open
 
     def __init__(  # noqa: PLR0913  keyword-only provider options, as OpenAILLM's
         self,
@@ -189,49 +217,26 @@ class GoogleLLM:
         thoughts_in_context: bool = False,
         thinking_budget: int | None = None,
     ) -> None:
-        self.model = model
-        self.supports_tools = supports_tools
-        self.first_token_timeout = first_token_timeout
-        self.chunk_timeout = chunk_timeout
+        super().__init__(
+            model,
+            supports_tools=supports_tools,
+            first_token_timeout=first_token_timeout,
+            chunk_timeout=chunk_timeout,
+            breaker=breaker,
+            thoughts_in_context=thoughts_in_context,
+        )
         self.max_tokens = max_tokens  # None: the model's own limit
-        self.breaker = breaker
-        # Whether the model's thought is kept in the context (it is never sent back).
-        self.thoughts_in_context = thoughts_in_context
         self.thinking_budget = thinking_budget  # None: no thoughts asked for
         self._ids = itertools.count()
         self._signatures: OrderedDict[str, bytes] = OrderedDict()
-        # The HTTP timeout is a backstop: our own timeouts fire first, with clearer words.
-        backstop = 2 * max(first_token_timeout, chunk_timeout)
-        self._http = httpx2.AsyncClient(timeout=backstop, event_hooks={"response": [_track]})
+        self._http = httpx2.AsyncClient(timeout=self.backstop, event_hooks={"response": [_track]})
         options = types.HttpOptions(
             base_url=base_url,
-            timeout=int(backstop * 1000),  # ms; unset, the SDK would send no timeout at all
+            timeout=int(self.backstop * 1000),  # ms; unset, the SDK would send no timeout at all
             retry_options=types.HttpRetryOptions(attempts=1),  # and no implicit retries
             httpx_async_client=self._http,
         )
         self._client = genai.Client(vertexai=False, api_key=api_key or NO_KEY, http_options=options)
-
-    def stream(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: Any = None,
-    ) -> LLMStream:
-        """Text and reasoning deltas as they come, then the tool calls, then usage."""
-        return LLMStream(lambda call: self._guarded(call, messages, tools, tool_choice))
-
-    async def _guarded(
-        self,
-        call: LLMStream,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: Any,
-    ) -> AsyncGenerator[LLMChunk, None]:
-        with _guarded(self.breaker):
-            # aclosing: a barge-in's close reaches the HTTP stream at once.
-            async with contextlib.aclosing(self._stream(call, messages, tools, tool_choice)) as it:
-                async for chunk in it:
-                    yield chunk
 
     def _contents(self, messages: list[dict[str, Any]]) -> list[types.Content]:
         fallback = SKIP_SIGNATURE if _needs_signatures(self.model) else None
@@ -259,98 +264,35 @@ class GoogleLLM:
             )
         return config
 
-    async def _stream(
+    async def _open(
         self,
-        call: LLMStream,
+        deadline: float,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         tool_choice: Any,
-    ) -> AsyncGenerator[LLMChunk, None]:
-        loop = asyncio.get_running_loop()
-        first_deadline = loop.time() + self.first_token_timeout
-        opened: list[httpx2.Response] = []
-        answer = _Answer()
+    ) -> _Responses:
+        """The SDK's iterator: the request goes out on its first item, under the first
+        token's deadline, so building it has no deadline of its own."""
         config = self._config(messages, tools, tool_choice, self.max_tokens)
         try:
-            # Builds the SDK's iterator; the request goes out on its first item.
             responses = await self._client.aio.models.generate_content_stream(
                 model=self.model, contents=self._contents(messages), config=config
             )
         except Exception as exc:
-            raise _service_error(exc) from exc
-        try:
-            while True:
-                waiting_first = call.ttfb is None  # this call's own first token
-                limit = first_deadline - loop.time() if waiting_first else self.chunk_timeout
-                response = await self._next(responses, limit, waiting_first, opened, answer)
-                if response is None:
-                    break
-                for piece in self._read(response, call, answer):
-                    yield piece
-            if answer.finish is None:
-                raise bad_response(SERVICE, "the stream ended mid-way (no finish reason)")
-            call.finish_reason = _finish_reason(answer.finish, bool(answer.calls))
-            for request in answer.calls:
-                yield request
-            if answer.usage is not None:
-                yield answer.usage
-        finally:
-            # Runs on aclose (barge-in) too: closing the responses drops the connection.
-            await _close(responses, opened)
+            raise self._service_error(exc) from exc
+        return _Responses(responses)
 
-    async def _next(
-        self,
-        responses: AsyncIterator[types.GenerateContentResponse],
-        limit: float,
-        first: bool,
-        opened: list[httpx2.Response],
-        answer: _Answer,
-    ) -> types.GenerateContentResponse | None:
-        """The next response, or ``None`` at the end; typed errors for stalls and failures."""
-        token = _OPENED.set(opened)  # for _track, should this item open a request
-        try:
-            async with asyncio.timeout(max(limit, 0.0)):
-                response = await anext(responses)
-        except StopAsyncIteration:
-            return None
-        except TimeoutError:
-            if first:
-                detail = f"no first token within {self.first_token_timeout:g} s"
-            else:
-                detail = f"the stream stalled for more than {self.chunk_timeout:g} s"
-            raise timed_out(SERVICE, detail) from None
-        except Exception as exc:
-            raise _service_error(exc, mid_stream=answer.chunks > 0) from exc
-        finally:
-            _OPENED.reset(token)
-        answer.chunks += 1
-        return response
+    def _new_answer(self, call: LLMStream) -> _Answer:
+        return _Answer(call, tool_call=self._tool_call)
 
-    def _read(
-        self, response: types.GenerateContentResponse, call: LLMStream, answer: _Answer
-    ) -> list[LLMChunk]:
-        """One response's deltas; its calls, usage and finish go to ``answer``."""
-        if response.usage_metadata is not None:
-            answer.usage = _usage(response.usage_metadata)  # running totals: the last wins
-        feedback = response.prompt_feedback
-        if not response.candidates and feedback is not None and feedback.block_reason:
-            answer.finish = feedback.block_reason  # the prompt was refused: no answer
-        chunks: list[LLMChunk] = []
-        for candidate in (response.candidates or [])[:1]:
-            if candidate.finish_reason is not None:
-                answer.finish = candidate.finish_reason
-            for part in (candidate.content.parts if candidate.content else None) or ():
-                if part.function_call is not None:
-                    answer.calls.append(self._request(part))
-                    call.first_token()
-                elif part.text:
-                    chunks.append(
-                        ReasoningDelta(part.text) if part.thought else TextDelta(part.text)
-                    )
-                    call.first_token()
-        return chunks
+    def _service_error(self, exc: BaseException, *, mid_stream: bool = False) -> ServiceError:
+        if isinstance(exc, genai_errors.APIError):
+            return _api_error(exc)
+        if isinstance(exc, genai_errors.UnknownApiResponseError):
+            return bad_response(SERVICE, "a chunk was not valid JSON")
+        return map_error(exc, SERVICE, mid_stream=mid_stream)
 
-    def _request(self, part: types.Part) -> ToolCallRequest:
+    def _tool_call(self, part: types.Part) -> ToolCallRequest:
         function = part.function_call
         if function is None or not function.name:
             raise bad_response(SERVICE, "a function call had no name")
@@ -365,15 +307,13 @@ class GoogleLLM:
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 1024) -> str:
         """One non-streamed answer (for summaries); no tools, no retries. Bounded by the
         HTTP timeout; wrap in ``asyncio.timeout`` for a tighter limit."""
-        with _guarded(self.breaker):
-            try:
-                response = await self._client.aio.models.generate_content(
-                    model=self.model,
-                    contents=self._contents(messages),
-                    config=self._config(messages, None, None, max_tokens),
-                )
-            except Exception as exc:
-                raise _service_error(exc) from exc
+        response = await self._once(
+            lambda: self._client.aio.models.generate_content(
+                model=self.model,
+                contents=self._contents(messages),
+                config=self._config(messages, None, None, max_tokens),
+            )
+        )
         candidates = response.candidates or []
         content = candidates[0].content if candidates else None
         parts = (content.parts if content else None) or []
@@ -383,17 +323,3 @@ class GoogleLLM:
         """Close the HTTP clients (the SDK leaves the one it was given to its owner)."""
         await self._http.aclose()
         self._client.close()
-
-
-async def _close(
-    responses: AsyncIterator[types.GenerateContentResponse], opened: list[httpx2.Response]
-) -> None:
-    """Close the SDK's iterator, then the HTTP responses its requests opened (which the
-    iterator's inner generators would only close when garbage-collected)."""
-    aclose = getattr(responses, "aclose", None)
-    try:
-        if aclose is not None:
-            await aclose()
-    finally:
-        for response in opened:
-            await response.aclose()

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 
 import openai
 
+from pipeline.services import llm_calls
 from pipeline.services.circuit import CircuitBreaker
-from pipeline.services.errors import ServiceError
 
 # Sent when no key is configured: a keyless local server accepts it, a real provider
 # answers 401, which becomes a clear authentication error.
@@ -44,27 +43,11 @@ class OpenAIEndpoint:
         self._client = client or make_client(base_url=base_url, api_key=api_key, timeout=timeout)
         self.breaker = breaker
 
-    @contextlib.contextmanager
-    def guarded(self) -> Iterator[None]:
-        """One call, retries included: refused at once while the breaker is open (raises
-        :class:`~pipeline.services.circuit.ServiceUnavailableError`); a
-        :class:`ServiceError` counts as one failure, a normal exit as a success, anything
-        else (a cancelled or closed stream) as neither. Each retry inside it calls
-        :meth:`admit_retry` first."""
-        breaker = self.breaker
-        if breaker is None:
-            yield
-            return
-        breaker.check()
-        try:
-            yield
-        except ServiceError as exc:
-            breaker.failed(exc)
-            raise
-        except BaseException:
-            breaker.abandoned()
-            raise
-        breaker.succeeded()
+    def guarded(self) -> contextlib.AbstractContextManager[None]:
+        """One call, retries included, as :func:`pipeline.services.llm_calls.guarded`
+        counts it for ``breaker`` (a refusal while open, a failure, a success, or neither).
+        Each retry inside it calls :meth:`admit_retry` first."""
+        return llm_calls.guarded(self.breaker)
 
     def admit_retry(self) -> None:
         """Before a retry inside :meth:`guarded`: refused if the breaker opened since."""

@@ -27,10 +27,7 @@ rides on the :class:`UsageReport`.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -39,7 +36,7 @@ from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from pipeline.messages import Usage
 from pipeline.services.circuit import CircuitBreaker
-from pipeline.services.errors import bad_response, map_error, timed_out
+from pipeline.services.errors import bad_response
 from pipeline.services.llm import (
     LLMChunk,
     LLMStream,
@@ -48,9 +45,9 @@ from pipeline.services.llm import (
     ToolCallRequest,
     UsageReport,
 )
+from pipeline.services.llm_calls import SERVICE, RemoteLLM
 from pipeline.services.openai_client import OpenAIEndpoint
 
-SERVICE = "llm"
 # The delta fields servers put reasoning in, first found wins (some send both, the same).
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -145,8 +142,39 @@ def _usage(raw: Any) -> Usage:
     )
 
 
-class OpenAILLM(OpenAIEndpoint):
+class _Answer:
+    """One answer read from its chunks: deltas out; tool calls, usage and finish kept."""
+
+    def __init__(self, call: LLMStream) -> None:
+        self.call = call
+        self.calls = _ToolCallJoiner()
+        self.usage: UsageReport | None = None
+        self.finished = False
+
+    def read(self, chunk: ChatCompletionChunk) -> list[LLMChunk]:
+        if chunk.usage is not None:
+            self.usage = UsageReport(_usage(chunk.usage), _reasoning_tokens(chunk.usage))
+        pieces: list[LLMChunk] = []
+        for choice in chunk.choices:
+            if choice.finish_reason is not None:
+                self.finished = True
+                self.call.finish_reason = str(choice.finish_reason)
+            pieces += _delta_chunks(choice.delta, self.calls, self.call)
+        return pieces
+
+    def end(self) -> list[ToolCallRequest]:
+        if not self.finished:
+            raise bad_response(SERVICE, "the stream ended mid-way (no finish reason)")
+        return self.calls.requests()
+
+    def report(self) -> UsageReport | None:
+        return self.usage
+
+
+class OpenAILLM(OpenAIEndpoint, RemoteLLM):
     """Streams chat completions; see the module docstring for timing and tool calls."""
+
+    unvalidated_items = "a chunk"  # the SDK builds chunks without validation
 
     def __init__(  # noqa: PLR0913  keyword-only provider options, as the OpenAI client's
         self,
@@ -164,20 +192,23 @@ class OpenAILLM(OpenAIEndpoint):
         max_tokens: int | None = None,
         thoughts_in_context: bool = False,
     ) -> None:
-        self.model = model
-        # Whether the model's reasoning is kept in the context (it is never sent back).
-        self.thoughts_in_context = thoughts_in_context
+        # Each base sets its own part, explicitly (neither knows of the other): the call's
+        # options first, as the client's timeout (the backstop) is made from them.
+        RemoteLLM.__init__(
+            self,
+            model,
+            supports_tools=supports_tools,
+            first_token_timeout=first_token_timeout,
+            chunk_timeout=chunk_timeout,
+            breaker=breaker,
+            thoughts_in_context=thoughts_in_context,
+        )
         # Longest answer, sent as max_tokens; None sends none (the endpoint's own limit).
         self.max_tokens = max_tokens
-        self.supports_tools = supports_tools
-        self.first_token_timeout = first_token_timeout
-        self.chunk_timeout = chunk_timeout
         self.include_usage = include_usage
         self.extra_body = extra_body
-        # The HTTP timeout is a backstop: our own timeouts fire first with clearer messages.
-        backstop = 2 * max(first_token_timeout, chunk_timeout)
-        super().__init__(
-            client, base_url=base_url, api_key=api_key, timeout=backstop, breaker=breaker
+        OpenAIEndpoint.__init__(
+            self, client, base_url=base_url, api_key=api_key, timeout=self.backstop, breaker=breaker
         )
 
     def _request(
@@ -196,112 +227,31 @@ class OpenAILLM(OpenAIEndpoint):
             kwargs["extra_body"] = self.extra_body
         return kwargs
 
-    def stream(
+    async def _open(
         self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: Any = None,
-    ) -> LLMStream:
-        """Text deltas as they come, then the joined tool calls, then usage."""
-        return LLMStream(lambda call: self._guarded(call, messages, tools, tool_choice))
-
-    async def _guarded(
-        self,
-        call: LLMStream,
+        deadline: float,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         tool_choice: Any,
-    ) -> AsyncGenerator[LLMChunk, None]:
-        with self.guarded():
-            # aclosing: a barge-in's close reaches the HTTP stream at once.
-            async with aclosing(self._stream(call, messages, tools, tool_choice)) as chunks:
-                async for chunk in chunks:
-                    yield chunk
+    ) -> openai.AsyncStream[ChatCompletionChunk]:
+        request = self._request(messages, tools, tool_choice)
+        return await self._begun(deadline, lambda: self._client.chat.completions.create(**request))
 
-    async def _open(self, deadline: float, request: dict[str, Any]) -> Any:
-        """The response stream, opened before ``deadline`` (the first token's)."""
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await self._client.chat.completions.create(**request)
-        except TimeoutError:
-            raise timed_out(SERVICE, f"no answer within {self.first_token_timeout:g} s") from None
-        except Exception as exc:
-            raise map_error(exc, SERVICE) from exc
-
-    async def _stream(
-        self,
-        call: LLMStream,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: Any,
-    ) -> AsyncGenerator[LLMChunk, None]:
-        loop = asyncio.get_running_loop()
-        first_deadline = loop.time() + self.first_token_timeout
-        stream = await self._open(first_deadline, self._request(messages, tools, tool_choice))
-        calls = _ToolCallJoiner()
-        usage: UsageReport | None = None
-        finished = False
-        try:
-            while True:
-                # This call's own first token, never another session's.
-                waiting_first = call.ttfb is None
-                limit = first_deadline - loop.time() if waiting_first else self.chunk_timeout
-                chunk = await self._next(stream, limit, waiting_first)
-                if chunk is None:
-                    break
-                if chunk.usage is not None:
-                    usage = UsageReport(_usage(chunk.usage), _reasoning_tokens(chunk.usage))
-                for choice in chunk.choices:
-                    if choice.finish_reason is not None:
-                        finished = True
-                        call.finish_reason = str(choice.finish_reason)
-                    for piece in _delta_chunks(choice.delta, calls, call):
-                        yield piece
-            if not finished:
-                raise bad_response(SERVICE, "the stream ended mid-way (no finish reason)")
-            for request in calls.requests():
-                yield request
-            if usage is not None:
-                yield usage
-        except (AttributeError, TypeError) as exc:
-            # The SDK builds chunks without validation: garbage shows up as missing fields.
-            raise bad_response(SERVICE, f"a chunk was malformed ({exc})") from exc
-        finally:
-            # Runs on aclose (barge-in) too: closing the response drops the connection.
-            await stream.close()
-
-    async def _next(
-        self, stream: openai.AsyncStream[ChatCompletionChunk], limit: float, first: bool
-    ) -> ChatCompletionChunk | None:
-        """The next chunk, or ``None`` at the end; typed errors for stalls and failures."""
-        try:
-            async with asyncio.timeout(max(limit, 0.0)):
-                return await anext(stream)
-        except StopAsyncIteration:
-            return None
-        except TimeoutError:
-            if first:
-                detail = f"no first token within {self.first_token_timeout:g} s"
-            else:
-                detail = f"the stream stalled for more than {self.chunk_timeout:g} s"
-            raise timed_out(SERVICE, detail) from None
-        except Exception as exc:
-            raise map_error(exc, SERVICE, mid_stream=True) from exc
+    def _new_answer(self, call: LLMStream) -> _Answer:
+        return _Answer(call)
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 1024) -> str:
         """One non-streamed answer (for summaries); no tools, no retries. Bounded by the
         client's HTTP timeout; wrap in ``asyncio.timeout`` for a tighter limit."""
-        with self.guarded():
-            try:
-                response = await self._client.chat.completions.create(
-                    model=self.model,
-                    # cast: the context's to_openai dicts are chat-completions messages.
-                    messages=cast("list[ChatCompletionMessageParam]", messages),
-                    max_tokens=max_tokens,
-                    extra_body=self.extra_body,
-                )
-            except Exception as exc:
-                raise map_error(exc, SERVICE) from exc
+        response = await self._once(
+            lambda: self._client.chat.completions.create(
+                model=self.model,
+                # cast: the context's to_openai dicts are chat-completions messages.
+                messages=cast("list[ChatCompletionMessageParam]", messages),
+                max_tokens=max_tokens,
+                extra_body=self.extra_body,
+            )
+        )
         try:
             return response.choices[0].message.content or ""
         except (AttributeError, IndexError, TypeError) as exc:
