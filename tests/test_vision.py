@@ -62,10 +62,12 @@ def test_messages_keep_their_identity() -> None:
     assert context.messages[-1] is last  # see pipeline.reply.preemptive.foreseen
 
 
-def test_vision_needs_the_openai_compatible_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vision_needs_an_llm_that_sees(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARLEY_LLM", "local")
-    with pytest.raises(ValidationError, match="llm_vision needs the OpenAI-compatible LLM"):
+    with pytest.raises(ValidationError, match="llm_vision needs an LLM that sees"):
         Settings(llm_vision=True)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    assert Settings(llm="anthropic", llm_vision=True).llm_vision
     monkeypatch.setenv("PARLEY_LLM", "openai")
     settings = Settings(llm_vision=True)
     assert (settings.vision_max_images, settings.vision_image_size) == (3, 512)
