@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from testkit.clip_ear import ClipEar, hearing_stub
-from testkit.openai_stub import OpenAIStub, ToolCall
+from testkit.openai_stub import Fault, OpenAIStub, ToolCall
 from testkit.openai_stub.realtime import RealtimeReply, RealtimeScript
 from testkit.rtc_client import RTCTestClient
 from testkit.server_process import ServerProcess
@@ -128,6 +128,32 @@ async def test_a_question_is_heard_as_audio_and_answered_in_the_models_voice(
         ("user", "What is the weather like today?"),
         ("assistant", "It is sunny and warm today."),
     ]
+
+
+async def test_speech_the_stt_fails_on_is_still_answered_from_its_audio(
+    server: ServerProcess,
+    models: OpenAIStub,
+    realtime: RealtimeScript,
+    ear: ClipEar,
+    tmp_path: Path,
+) -> None:
+    # Issue 43: the STT unreachable (every attempt of one utterance answers 503) used to
+    # delete the caller's committed audio, and the question went unanswered.
+    realtime.replies = ["I heard you all the same."]
+    async with RTCTestClient(server.url, jitter_frames=1) as client:
+        await greeted(client)
+        models.fail_times("stt", 3, Fault.http(503))  # the first try and its two retries
+        await ask(client, ear, "What is the weather like today?", "espeak", tmp_path)
+        await client.wait_for(said(client, "all the same"), within=25)
+        await nth(client, "bot-stopped-speaking", 2)
+        pc_id = client.pc_id
+    conversation = realtime.conversations[-1]
+    kinds = [(i["role"], "audio" if "audio_ms" in i else "text") for i in conversation]
+    assert kinds[-2:] == [("user", "audio"), ("assistant", "audio")], conversation
+    record = await transcript(server, pc_id)
+    turns = [(t["role"], t["text"]) for t in record["turns"]]
+    assert turns[-2][0] == "user" and "(speech not transcribed)" in turns[-2][1], turns
+    assert turns[-1] == ("assistant", "I heard you all the same.")
 
 
 async def test_a_barge_in_cuts_the_answer_where_it_was_heard(

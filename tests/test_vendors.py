@@ -81,7 +81,8 @@ def test_a_vendor_url_must_be_http_with_a_host(monkeypatch: pytest.MonkeyPatch) 
 def test_no_vendor_sdk_is_imported_unless_its_vendor_is_chosen() -> None:
     code = (
         "import sys, server.api.app, server.session.model_services, server.__main__; "
-        "print(sorted(m for m in ('anthropic', 'google.genai') if m in sys.modules))"
+        "sdks = ('anthropic', 'google.genai', 'deepgram', 'assemblyai'); "
+        "print(sorted(m for m in sdks if m in sys.modules))"
     )
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     out = subprocess.run(

@@ -13,8 +13,10 @@ such as a cough): the turn logic waits for every utterance's words before it end
 
 Utterances are transcribed one after another, so transcripts stay in order. A recording
 longer than ``max_utterance_secs`` is sent off at that length and recording goes on
-(whisper reads at most 30 s at a time). STT failures go to ``on_error``; the session
-goes on.
+(whisper reads at most 30 s at a time). A failed STT hands the utterance to
+``fallback`` (:mod:`pipeline.hearing.recognition`); failures go to ``on_error``, and
+the session goes on. A live STT (Deepgram, AssemblyAI) hears each recorded frame as it
+arrives; the stop (or the pause, for early words) asks it for the words so far.
 
 Streaming (``streaming=True``; off by default: on two cores it left more STT time after
 the stop, not less, see :mod:`pipeline.services.local_stt`), with an STT
@@ -49,6 +51,7 @@ import numpy as np
 from loguru import logger
 
 from pipeline.events import Event, SpeechPausing, SpeechStarted, SpeechStopped, Transcription
+from pipeline.hearing.recognition import Recognition
 from pipeline.services.stt import StreamingSTTService, STTService, STTStream, Transcript
 from pipeline.task_cancel import cancel_and_wait
 
@@ -81,7 +84,7 @@ class Transcriber:
     to the text (queueing included); ``last_processing`` the STT call alone.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  keyword-only options of one session's hearing
         self,
         stt: STTService,
         emit: Callable[[Event], None],
@@ -93,10 +96,17 @@ class Transcriber:
         on_error: Callable[[Exception], None] | None = None,
         streaming: bool = False,
         interim_secs: float = 1.0,
+        fallback: STTService | None = None,
+        unheard: str | None = None,
     ) -> None:
         if pre_roll_secs < 0 or tail_secs < 0 or max_utterance_secs <= 1.0:
             raise ValueError("pre_roll_secs and tail_secs must be >= 0, max_utterance_secs > 1")
         self.stt = stt
+        # Live (one stream per call, fed as it records) or per utterance; the fallback.
+        self.recognition = Recognition(stt, fallback)
+        # Emitted as the words of an utterance the STT failed on, when another model
+        # heard its audio (speech to speech): that turn is still answered.
+        self.unheard = unheard
         self.pre_roll_secs = pre_roll_secs
         self.max_utterance_secs = max_utterance_secs
         self.tail_secs = tail_secs
@@ -180,6 +190,7 @@ class Transcriber:
         self._stream = None
         early, self._early = self._early, None
         await cancel_and_wait(self._interims | self._tasks | ({early[1]} if early else set()))
+        await self.recognition.close()
 
     # -- recording ------------------------------------------------------------------------
 
@@ -219,6 +230,7 @@ class Transcriber:
                 self._buffer = grown
             self._buffer[self._fill : end] = part
             self._fill = end
+            self.recognition.feed(part)
 
     def _cut(self, end: float) -> int:
         """Samples up to session time ``end``, or all recorded if the clock drifted.
@@ -263,6 +275,10 @@ class Transcriber:
         if count == 0:
             return
         self.last_submitted = self._clock()
+        if early is None and self.recognition.live is not None:
+            # Asked now: the request covers exactly the audio fed up to this stop.
+            early = self.recognition.request(utterance, SAMPLE_RATE)
+            early.add_done_callback(_retrieved)
         task = asyncio.get_running_loop().create_task(
             self._transcribe(utterance, self._tail, self.last_submitted, stream, interim, early)
         )
@@ -324,14 +340,18 @@ class Transcriber:
         if count == 0:
             return
         pcm = self._buffer[:count].copy()
-        task = asyncio.get_running_loop().create_task(self._early_pass(pcm, speech_end))
+        request = self.recognition.request(pcm, SAMPLE_RATE)
+        task = asyncio.get_running_loop().create_task(self._early_pass(request, speech_end))
         task.add_done_callback(_retrieved)  # a dropped pass's error is nobody's
         self._early = (speech_end, task)
 
-    async def _early_pass(self, pcm: np.ndarray, speech_end: float) -> Transcript:
+    async def _early_pass(self, request: asyncio.Task[Transcript], speech_end: float) -> Transcript:
         # An error is raised at the stop that takes this pass, as its own would be (the
         # service retried what it could already); a pass spoken through is forgotten.
-        transcript = await self.stt.transcribe(pcm, SAMPLE_RATE)
+        try:
+            transcript = await request
+        finally:
+            request.cancel()
         early = self._early
         text = transcript.text.strip()
         if early is not None and early[0] == speech_end and text:  # still pausing there
@@ -353,7 +373,10 @@ class Transcriber:
     def _drop_early(self) -> None:
         early, self._early = self._early, None
         if early is not None:
-            early[1].cancel()
+            task = early[1]
+            if task.done() and not task.cancelled() and task.exception() is None:
+                self.recognition.restore(task.result())  # live: words no utterance kept
+            task.cancel()
             self.early_wasted += 1
 
     # -- transcription ------------------------------------------------------------------
@@ -376,13 +399,16 @@ class Transcriber:
         started = time.perf_counter()
         try:
             if early is not None:
-                transcript = await early  # the speculative pass heard this very utterance
+                # The speculative pass heard this very utterance (or, live, the request).
+                transcript = await early
             elif stream is not None:
                 transcript = await stream.finish(pcm, SAMPLE_RATE)
             else:
-                transcript = await self.stt.transcribe(pcm, SAMPLE_RATE)
+                transcript = await self.recognition.transcribe(pcm, SAMPLE_RATE)
         except Exception as exc:
             self._report(exc)
+            if self.unheard is not None:
+                self._emit(Transcription(self.unheard, self._clock(), final=True))
             return
         self.last_processing = time.perf_counter() - started
         now = self._clock()

@@ -14,12 +14,12 @@ from pipeline.hearing.turn_scorer import TurnScorer
 from pipeline.realtime.service import RealtimeConfig, RealtimeModels
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.embedded import EmbeddedModels
+from pipeline.services.fallback_stt import FallbackSTT
 from pipeline.services.llm import LLMService
 from pipeline.services.local_llm import LocalLLM
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.local_tts import LocalTTS
 from pipeline.services.openai_llm import OpenAILLM
-from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS
 from pipeline.services.retry import RetryPolicy
 from pipeline.services.stt import STTService
@@ -29,6 +29,7 @@ from pipeline.tools.builtin import default_registry
 from pipeline.tools.registry import ToolRegistry, ToolSpec
 from pipeline.tools.sources.http import HTTPTools
 from pipeline.turns.languages import CUE_LANGUAGES
+from server.session.speech_services import build_stt, stt_serving
 from server.settings import ClientToolDefinition, Settings
 
 if TYPE_CHECKING:  # the MCP SDK takes ~1.5 s to import: only when servers are configured
@@ -52,6 +53,7 @@ class Services:
     http_tools: HTTPTools | None = None
     # False while the embedded LLM reads the first turn's prompt at start-up: not ready yet.
     prompt_warm: bool = True
+    stt_fallback: FallbackSTT | None = None  # PARLEY_STT_FALLBACK: after the STT, in order
 
     async def start_tool_sources(self) -> None:
         """Connect the MCP servers and register their tools (after the app's own tools, so
@@ -80,6 +82,12 @@ class Services:
             breaker = getattr(getattr(self, role), "breaker", None)
             if isinstance(breaker, CircuitBreaker):
                 out[role] = breaker.status()
+        chain = self.stt_fallback
+        pairs = zip(chain.names, chain.services, strict=True) if chain is not None else ()
+        for name, service in pairs:
+            breaker = getattr(service, "breaker", None)
+            if isinstance(breaker, CircuitBreaker):
+                out[f"stt_fallback_{name}"] = breaker.status()
         return out
 
     def status(self) -> dict[str, Any]:
@@ -89,7 +97,10 @@ class Services:
         turn = None
         if self.turn_scorer is not None:
             turn = {"model": "Smart Turn v3.2", "pool": self.turn_scorer.pool.stats().as_dict()}
-        return {"ready": self.ready, "services": kinds, "embedded": embedded, "turn_end": turn}
+        out = {"ready": self.ready, "services": kinds, "embedded": embedded, "turn_end": turn}
+        if self.stt_fallback is not None:
+            out["fallbacks"] = {"stt": stt_serving(self.stt, self.stt_fallback)}
+        return out
 
     @property
     def ready(self) -> bool:
@@ -109,14 +120,19 @@ class Services:
             await model.get()
 
     def uses(self, role: str) -> bool:
-        """Whether ``role`` (stt, llm, tts) runs on an embedded model."""
+        """Whether ``role`` (stt, llm, tts) runs on an embedded model (for the STT: or
+        one of its fallbacks)."""
+        if role == "stt" and self.stt_fallback is not None:
+            if any(isinstance(s, LocalSTT) for s in self.stt_fallback.services):
+                return True
         return isinstance(getattr(self, role), LocalSTT | LocalLLM | LocalTTS)
 
     async def aclose(self) -> None:
         for source in (self.mcp, self.http_tools):
             if source is not None:
                 await source.aclose()
-        for service in (self.stt, self.llm, self.tts):
+        fallbacks = self.stt_fallback.services if self.stt_fallback is not None else []
+        for service in (self.stt, self.llm, self.tts, *fallbacks):
             close = getattr(service, "aclose", None)
             if close is not None:
                 await close()
@@ -130,7 +146,8 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
     """The STT, LLM and TTS the settings ask for, and the shared tools (built-in,
     client-side, HTTP, MCP: the agent's are per call); embedded models load lazily."""
     embedded = None
-    if "local" in (settings.provider("stt"), settings.provider("llm"), settings.provider("tts")):
+    roles = (settings.provider("stt"), settings.provider("llm"), settings.provider("tts"))
+    if "local" in (*roles, *settings.stt_fallback):
         model_dir = settings.embedded_model_dir(settings.data_dir)
         EmbeddedModels.configure(
             llm=settings.embedded_llm,
@@ -139,7 +156,8 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
             llm_threads=settings.embedded_llm_threads,
         )
         embedded = EmbeddedModels.shared()
-    stt, llm, tts = _stt(settings, embedded), _llm(settings, embedded), _tts(settings, embedded)
+    stt, stt_fallback = build_stt(settings, embedded, _breaker)
+    llm, tts = _llm(settings, embedded), _tts(settings, embedded)
     logger.info(
         "models: stt={} llm={} tts={}",
         type(stt).__name__,
@@ -171,6 +189,7 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
     noise = shared_rnnoise() if settings.noise_suppression == "rnnoise" else None
     services = Services(stt, llm, tts, tools, embedded, SileroModel.shared(), scorer, noise)
     services.agent, services.mcp, services.http_tools = agent, mcp, http
+    services.stt_fallback = stt_fallback
     return services
 
 
@@ -201,22 +220,6 @@ def _http_tools(settings: Settings, agent: Agent | None, tools: ToolRegistry) ->
 def _breaker(settings: Settings, service: str) -> CircuitBreaker:
     # One per service: each shared by every session, as the service itself is.
     return CircuitBreaker(service, settings.circuit_failure_threshold, settings.circuit_cooldown)
-
-
-def _stt(settings: Settings, embedded: EmbeddedModels | None) -> STTService:
-    if settings.provider("stt") == "local":
-        return LocalSTT(embedded, language=settings.language)
-    return OpenAISTT(
-        settings.stt_model,
-        base_url=settings.openai_base_url,
-        api_key=settings.openai_api_key,
-        # Only when set: a deployment that left it alone keeps the service's own
-        # language detection (a caller in another language is still transcribed).
-        language=settings.language if "language" in settings.model_fields_set else None,
-        timeout=settings.stt_timeout,
-        total_timeout=settings.stt_timeout,
-        breaker=_breaker(settings, "stt"),
-    )
 
 
 def _llm(settings: Settings, embedded: EmbeddedModels | None) -> LLMService:

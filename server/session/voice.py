@@ -66,6 +66,8 @@ from server.settings import Settings
 
 # How often a session checks for audio that stopped arriving mid-speech.
 IDLE_CHECK_SECONDS = 0.25
+# The words of speech the STT failed on, when a speech-to-speech model heard its audio.
+UNTRANSCRIBED = "(speech not transcribed)"
 
 
 def _tell_all(listeners: list[Callable[[bytes], None]], frame: bytes) -> None:
@@ -112,8 +114,7 @@ class VoiceSession:
         self.turn_scoring = self._turn_scoring(services, settings)
         self.echo, self.user_level = self._playout_taps(settings, output, send)
         self.vad = new_vad(settings, services)
-        self.transcriber = Transcriber(services.stt, self._transcribed, on_error=self._stt_failed,
-                                       streaming=settings.stt_streaming)  # fmt: skip
+        self.transcriber = self._transcriber(services, settings)
         self.images, self.vision = self._pictures(settings, video)
         self.tools, self.client_tools = self._tool_calls(settings, tools, ui)
         self.rtvi = self._rtvi_events(settings, tools, send, client_protocol)
@@ -254,6 +255,14 @@ class VoiceSession:
         typed.attach(self.conversation.events)
         return typed
 
+    def _transcriber(self, services: Services, settings: Settings) -> Transcriber:
+        # With a speech-to-speech model, speech the STT failed on is still a turn: the
+        # model heard its audio.
+        unheard = UNTRANSCRIBED if self.speech_model is not None else None
+        return Transcriber(services.stt, self._transcribed, on_error=self._stt_failed,
+                           streaming=settings.stt_streaming, fallback=services.stt_fallback,
+                           unheard=unheard)  # fmt: skip
+
     def _end_call(self, reason: str) -> None:
         if self.on_end_call is not None:
             self.on_end_call(reason)
@@ -262,7 +271,12 @@ class VoiceSession:
         """What hears each utterance: the STT, and the speech-to-speech model if one."""
         if model is None:
             return self.transcriber
-        self.conversation.events.on(UserSpeechDiscarded, lambda e: model.discard(e.onset))
+
+        def discard(event: UserSpeechDiscarded) -> None:
+            if event.reason != "stt_error":  # the words failed, not the audio: answered
+                model.discard(event.onset)
+
+        self.conversation.events.on(UserSpeechDiscarded, discard)
         return RealtimeInput(self.transcriber, model)
 
     def start(self) -> None:

@@ -33,7 +33,7 @@ from server.settings.rtvi import RTVISettings
 from server.settings.storage import StorageSettings
 from server.settings.telephony import TelephonySettings
 from server.settings.turns import TurnSettings
-from server.settings.vendors import DEFAULT_MODELS, VendorSettings
+from server.settings.vendors import DEFAULT_MODELS, DEFAULT_STT_MODELS, VendorSettings
 
 __all__ = [
     "ClientToolDefinition",
@@ -80,10 +80,19 @@ class Settings(
 
     @model_validator(mode="after")
     def _a_vendor_needs_its_key(self) -> Settings:
-        problem = self.missing_vendor_key(self.llm)
-        if problem is not None:
-            raise ValueError(problem)
+        stts = [("stt", self.stt), *(("stt_fallback", name) for name in self.stt_fallback)]
+        for role, vendor in [("llm", self.llm), *stts]:
+            problem = self.missing_vendor_key(vendor, role)
+            if problem is not None:
+                raise ValueError(problem)
         return self
+
+    def stt_model_name(self, vendor: str) -> str:
+        """The STT model for ``vendor``: ``stt_model`` when set and it is the chosen STT,
+        else the vendor's default (a fallback always takes its vendor's default)."""
+        if vendor == self.stt and "stt_model" in self.model_fields_set:
+            return self.stt_model
+        return DEFAULT_STT_MODELS.get(vendor, self.stt_model)
 
     def llm_model_name(self) -> str:
         """The LLM's model: ``llm_model`` when set, else the chosen vendor's default."""

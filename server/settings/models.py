@@ -19,7 +19,18 @@ from pipeline.services.embedded_specs import DEFAULT_LLM, DEFAULT_STT, LLMName, 
 class ModelSettings(BaseModel):
     """The STT, LLM and TTS in use and how they are called."""
 
-    stt: Literal["auto", "local", "openai"] = "auto"
+    stt: Literal["auto", "local", "openai", "deepgram", "assemblyai"] = Field(
+        "auto",
+        description="auto, local, openai (one request per utterance); deepgram and "
+        "assemblyai: a live stream per call, hearing the speech as it is spoken "
+        "(docs/services.md).",
+    )
+    stt_fallback: list[Literal["local", "openai", "deepgram", "assemblyai"]] = Field(
+        default_factory=list,
+        description="STTs tried in order when the one before fails (no connection, a "
+        'timeout, 5xx, a refused key, its breaker open), as JSON: ["openai", "local"]. The '
+        "failed utterance's audio goes to the next: no words are lost.",
+    )
     llm: Literal["auto", "local", "openai", "realtime", "anthropic", "google"] = Field(
         "auto",
         description="auto, local, openai, realtime: a speech-to-speech model over the "
@@ -160,7 +171,7 @@ class ModelSettings(BaseModel):
 
     def provider(
         self, role: Literal["stt", "llm", "tts"]
-    ) -> Literal["local", "openai", "realtime", "anthropic", "google"]:
+    ) -> Literal["local", "openai", "realtime", "anthropic", "google", "deepgram", "assemblyai"]:
         """Which implementation serves ``role``, resolving "auto"."""
         choice = getattr(self, role)
         if choice == "auto":

@@ -1,5 +1,5 @@
-"""The vendors' own LLM APIs (``PARLEY_LLM=anthropic`` or ``google``): their keys, from each
-vendor's usual variable, and where they are.
+"""The vendors' own APIs (LLM: anthropic, google; STT: deepgram, assemblyai): their keys,
+from each vendor's usual variable, and where they are.
 
 ``PARLEY_<VENDOR>_URL`` replaces the scheme and host only (a proxy, a regional or
 self-hosted endpoint, a test's fake); the vendor's own paths are appended by its SDK.
@@ -16,10 +16,13 @@ from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 
 # Fast, tool-calling models: a spoken answer wants the first token soon.
 DEFAULT_MODELS = {"anthropic": "claude-haiku-4-5", "google": "gemini-2.5-flash"}
+DEFAULT_STT_MODELS = {"deepgram": "nova-3", "assemblyai": "universal-streaming-english"}
 # The variables a vendor's key is read from, first found wins (named in errors).
 KEY_VARIABLES = {
     "anthropic": ("ANTHROPIC_API_KEY", "PARLEY_ANTHROPIC_API_KEY"),
     "google": ("GOOGLE_API_KEY", "GEMINI_API_KEY", "PARLEY_GOOGLE_API_KEY"),
+    "deepgram": ("DEEPGRAM_API_KEY", "PARLEY_DEEPGRAM_API_KEY"),
+    "assemblyai": ("ASSEMBLYAI_API_KEY", "PARLEY_ASSEMBLYAI_API_KEY"),
 }
 
 
@@ -46,6 +49,26 @@ class VendorSettings(BaseModel):
         description="PARLEY_LLM=google: scheme and host in place of "
         "https://generativelanguage.googleapis.com; the API's paths are appended.",
     )
+    deepgram_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices(*KEY_VARIABLES["deepgram"]),
+        description="STT deepgram: the key (DEEPGRAM_API_KEY).",
+    )
+    deepgram_url: str | None = Field(
+        None,
+        description="STT deepgram: scheme and host in place of wss://api.deepgram.com (ws, "
+        "wss, http or https); /v1/listen is appended.",
+    )
+    assemblyai_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices(*KEY_VARIABLES["assemblyai"]),
+        description="STT assemblyai: the key (ASSEMBLYAI_API_KEY).",
+    )
+    assemblyai_url: str | None = Field(
+        None,
+        description="STT assemblyai: scheme and host in place of "
+        "wss://streaming.assemblyai.com; /v3/ws is appended.",
+    )
     llm_thinking_budget: int = Field(
         0,
         ge=0,
@@ -58,21 +81,31 @@ class VendorSettings(BaseModel):
     @field_validator("anthropic_url", "google_url")
     @classmethod
     def _vendor_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
-        return value.rstrip("/")
+        return _url(value, ("http", "https"))
+
+    @field_validator("deepgram_url", "assemblyai_url")
+    @classmethod
+    def _vendor_socket_url(cls, value: str | None) -> str | None:
+        return _url(value, ("ws", "wss", "http", "https"))
 
     def vendor_key(self, vendor: str) -> str | None:
-        """The key of ``vendor`` ("anthropic" or "google"), as text, or None."""
-        key = self.anthropic_api_key if vendor == "anthropic" else self.google_api_key
+        """The key of ``vendor`` (a name in :data:`KEY_VARIABLES`), as text, or None."""
+        key = getattr(self, f"{vendor}_api_key", None)
         return key.get_secret_value() if key else None
 
-    def missing_vendor_key(self, vendor: str) -> str | None:
+    def missing_vendor_key(self, vendor: str, role: str = "llm") -> str | None:
         """What to tell the operator when ``vendor`` is chosen and its key is not set."""
         if vendor not in KEY_VARIABLES or self.vendor_key(vendor):
             return None
         names = " or ".join(KEY_VARIABLES[vendor][:2])
-        return f"PARLEY_LLM={vendor} needs an API key: set {names}"
+        return f"PARLEY_{role.upper()}={vendor} needs an API key: set {names}"
+
+
+def _url(value: str | None, schemes: tuple[str, ...]) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in schemes or not parts.hostname:
+        said = " or ".join(f"{scheme}://" for scheme in schemes)
+        raise ValueError(f"{value!r} is not an {said} URL with a host")
+    return value.rstrip("/")
