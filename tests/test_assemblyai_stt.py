@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.services.assemblyai_stt import AssemblyAIDialect, AssemblyAISTT, socket_url
+from pipeline.services.assemblyai_stt import AssemblyAIDialect, AssemblyAISTT
 from pipeline.services.errors import ServiceAuthError, ServiceTimeoutError
 from pipeline.services.live_stt import Words
-from pipeline.services.socket_stt import Flushed, SocketSTTStream
+from pipeline.services.socket_stt import Flushed, SocketSTTStream, socket_url
 from testkit.assemblyai_stub import AssemblyAIStub
 
 FRAME = 640  # 20 ms of 16 kHz s16le
@@ -146,8 +146,8 @@ async def test_query_and_headers(stub: AssemblyAIStub, make: Any) -> None:
 
 
 def test_base_url_scheme() -> None:
-    assert socket_url("http://host:81/ignored", {"a": 1}) == "ws://host:81/v3/ws?a=1"
-    assert socket_url("https://host", {}).startswith("wss://host/v3/ws?")
+    assert socket_url("http://host:81/ignored", "/v3/ws", {"a": 1}) == "ws://host:81/v3/ws?a=1"
+    assert socket_url("https://host", "/v3/ws", {}).startswith("wss://host/v3/ws?")
     assert AssemblyAISTT("k").url.startswith("wss://streaming.assemblyai.com/v3/ws?")
 
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from pipeline.services.circuit import CircuitBreaker, CircuitState
-from pipeline.services.deepgram_stt import DeepgramDialect, DeepgramSTT, socket_url
+from pipeline.services.deepgram_stt import DeepgramDialect, DeepgramSTT
 from pipeline.services.errors import ServiceAuthError, ServiceBadResponseError, ServiceTimeoutError
 from pipeline.services.live_stt import Words
-from pipeline.services.socket_stt import Failed, Flushed, SocketSTTStream
+from pipeline.services.socket_stt import Failed, Flushed, SocketSTTStream, socket_url
 from testkit.deepgram_stub import DeepgramStub
 
 FRAME = 640  # 20 ms of 16 kHz s16le
@@ -178,8 +178,10 @@ async def test_query_and_headers(stub: DeepgramStub, make: Any) -> None:
 
 
 def test_base_url_scheme() -> None:
-    assert socket_url("http://host:81/ignored", {"a": 1}) == "ws://host:81/v1/listen?a=1"
-    assert socket_url("https://host", {}).startswith("wss://host/v1/listen?")
+    assert (
+        socket_url("http://host:81/ignored", "/v1/listen", {"a": 1}) == "ws://host:81/v1/listen?a=1"
+    )
+    assert socket_url("https://host", "/v1/listen", {}).startswith("wss://host/v1/listen?")
     assert DeepgramSTT("k").url.startswith("wss://api.deepgram.com/v1/listen?model=nova-3")
 
 
@@ -249,3 +251,16 @@ async def test_the_official_sdk_drives_the_stub(stub: DeepgramStub) -> None:
     session = stub.sessions[-1]
     assert session.headers["authorization"] == f"Token {stub.api_key}"
     assert session.query["interim_results"] == "true" and session.closed_by_client
+
+
+async def test_audio_held_for_an_unreachable_vendor_stays_within_its_bound() -> None:
+    from pipeline.services.socket_stt import MAX_HELD_BYTES
+
+    stt = DeepgramSTT("k", base_url="ws://127.0.0.1:9", connect_timeout=0.5)
+    stream = stt.open_live()
+    frame = bytes(640)  # 20 ms
+    for _ in range(70 * 50):  # 70 s of speech while nothing answers
+        stream.send(frame)
+    assert 0 < stream._held_bytes <= MAX_HELD_BYTES
+    assert sum(map(len, stream._held)) == stream._held_bytes
+    await stream.aclose()

@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 from collections import deque
 from typing import Any
-from urllib.parse import urlencode, urlsplit
 
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.errors import (
@@ -50,7 +49,15 @@ from pipeline.services.errors import (
     service_name,
 )
 from pipeline.services.live_stt import Word, Words
-from pipeline.services.socket_stt import SERVICE, Failed, Flushed, Signal, SocketSTT, json_object
+from pipeline.services.socket_stt import (
+    SERVICE,
+    Failed,
+    Flushed,
+    Signal,
+    SocketSTT,
+    json_object,
+    socket_url,
+)
 from pipeline.services.vendor_socket import Message
 
 DEFAULT_BASE_URL = "wss://streaming.assemblyai.com"
@@ -63,13 +70,6 @@ MIN_FRAME = 50 * BYTES_PER_MS  # AssemblyAI takes 50-1000 ms per frame
 MAX_FRAME = 1000 * BYTES_PER_MS
 AUTH_CODES = {4001, 4002, 4003}
 BUSY_CODES = {3009, 4029, 4102}
-
-
-def socket_url(base_url: str | None, query: dict[str, Any]) -> str:
-    """``base_url``'s scheme and host (http→ws, https→wss), path ``/v3/ws``, ``query``."""
-    parts = urlsplit(base_url or DEFAULT_BASE_URL)
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme or "wss")
-    return f"{scheme}://{parts.netloc}/v3/ws?{urlencode(query)}"
 
 
 def vendor_error(code: int | None, text: str, key_hint: str = KEY_HINT) -> ServiceError:
@@ -213,7 +213,7 @@ class AssemblyAISTT(SocketSTT):
         self.api_key = api_key
         self.model = model
         self.base_url = base_url
-        self.url = socket_url(base_url, self.query())
+        self.url = socket_url(base_url or DEFAULT_BASE_URL, "/v3/ws", self.query())
 
     def query(self) -> dict[str, Any]:
         """The session's settings, as the SDK encodes them."""

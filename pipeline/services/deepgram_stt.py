@@ -36,12 +36,19 @@ from __future__ import annotations
 import json
 from collections import deque
 from typing import Any
-from urllib.parse import urlencode, urlsplit
 
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.errors import ServiceError, bad_response
 from pipeline.services.live_stt import Word, Words
-from pipeline.services.socket_stt import SERVICE, Failed, Flushed, Signal, SocketSTT, json_object
+from pipeline.services.socket_stt import (
+    SERVICE,
+    Failed,
+    Flushed,
+    Signal,
+    SocketSTT,
+    json_object,
+    socket_url,
+)
 from pipeline.services.vendor_socket import Message
 
 DEFAULT_BASE_URL = "wss://api.deepgram.com"
@@ -49,13 +56,6 @@ KEY_HINT = "Check DEEPGRAM_API_KEY."
 RATE = 16000
 BYTES_PER_SECOND = RATE * 2
 UTTERANCE_END_MS = 1000  # Deepgram's minimum; it needs interim_results
-
-
-def socket_url(base_url: str | None, query: dict[str, Any]) -> str:
-    """``base_url``'s scheme and host (http→ws, https→wss), path ``/v1/listen``, ``query``."""
-    parts = urlsplit(base_url or DEFAULT_BASE_URL)
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme or "wss")
-    return f"{scheme}://{parts.netloc}/v1/listen?{urlencode(query)}"
 
 
 def vendor_error(data: dict[str, Any]) -> ServiceError:
@@ -160,7 +160,7 @@ class DeepgramSTT(SocketSTT):
         self.model = model
         self.base_url = base_url
         self.endpointing_ms = endpointing_ms
-        self.url = socket_url(base_url, self.query())
+        self.url = socket_url(base_url or DEFAULT_BASE_URL, "/v1/listen", self.query())
 
     def query(self) -> dict[str, Any]:
         """The session's settings, as the SDK encodes them (booleans as ``true``)."""

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlencode, urlsplit
 
 import numpy as np
 from loguru import logger
@@ -56,6 +57,14 @@ class Failed:
 
 
 Signal = Words | Flushed | Failed
+
+
+def socket_url(base_url: str, path: str, query: dict[str, Any]) -> str:
+    """``base_url``'s scheme and host (http becomes ws, https wss), then ``path`` and
+    ``query``: a ``PARLEY_<VENDOR>_URL`` replaces the scheme and host only."""
+    parts = urlsplit(base_url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme or "wss")
+    return f"{scheme}://{parts.netloc}{path}?{urlencode(query)}"
 
 
 def json_object(message: Message) -> dict[str, Any] | None:
