@@ -52,6 +52,7 @@ from pipeline.reply.bot_turn import BotTurn, turn_error
 from pipeline.reply.playout_pacing import AudioOutput
 from pipeline.reply.preemptive import PreemptiveReplies, foreseen
 from pipeline.reply.turn_completion import Reprompt, TurnCompletionFilter
+from pipeline.services.live_tts import LiveTTSService, TTSConnection
 from pipeline.services.llm import FixedText, LLMService, SpeakingLLM, speaks
 from pipeline.services.tts import TTSService
 from pipeline.session_metrics import SessionMetrics
@@ -83,7 +84,8 @@ class Conversation:
         params = params or ConversationParams()
         self.context = context
         self.llm = llm
-        self.tts = tts
+        # A live voice: one connection for the call, each answer a context of it.
+        self.tts = tts.open_live() if isinstance(tts, LiveTTSService) else tts
         self.output = output
         self.tts_ahead = params.tts_ahead  # seconds of speech synthesized ahead at most
         self.clock = clock
@@ -421,5 +423,7 @@ class Conversation:
         await cancel_and_wait([self._ticker, self._turn, self._summary])
         if self.output is not None:
             self.output.flush()
+        if isinstance(self.tts, TTSConnection):
+            await self.tts.aclose()
         self.user.close()
         self.assistant.close()

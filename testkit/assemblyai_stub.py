@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Request, Response
+
+from testkit.socket_stub import SocketStub
 
 BYTES_PER_MS = 32  # 16 kHz s16le mono
 INTERIM_EVERY = 5  # frames between interim Turns
@@ -55,82 +54,44 @@ class Session:
     closed: bool = False
 
 
-class AssemblyAIStub:
+class AssemblyAIStub(SocketStub):
     """The fake server (a context manager); it runs its own event loop in a thread."""
 
+    path = "/v3/ws"
+    refused_body = '{"error": "Invalid API key"}\n'
+
     def __init__(self, api_key: str = "aai-stub-key") -> None:
-        self.api_key = api_key
+        super().__init__(api_key)
         self.transcript = "hello world"
         self.transcriber: Callable[[bytes], str] | None = None
         self.endpoint_delay = 0.05
         self.sessions: list[Session] = []
         self._script: deque[str] = deque()
         self._drop: int | None = None
-        self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: Server | None = None
-        self.url = ""
 
     # -- the test's side --------------------------------------------------------------------
 
     def script(self, *transcripts: str) -> None:
         """The next answered ``ForceEndpoint``\\ s' words, in order."""
-        with self._lock:
+        with self.lock:
             self._script.extend(transcripts)
 
     def drop_after(self, audio_bytes: int) -> None:
         """The next connection drops (no close frame) once it has this much audio."""
-        with self._lock:
+        with self.lock:
             self._drop = audio_bytes
-
-    def __enter__(self) -> AssemblyAIStub:
-        self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
-        port = future.result(10)
-        self.url = f"ws://127.0.0.1:{port}"
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
-
-    async def _start(self) -> int:
-        # A short close_timeout: a client whose loop is blocked (a sync fixture's
-        # teardown) cannot answer the closing handshake.
-        self._server = await serve(self._handle, "127.0.0.1", 0, process_request=self._check,
-                                   close_timeout=0.5)  # fmt: skip
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
 
     # -- the service's side -----------------------------------------------------------------
 
-    def _check(self, connection: ServerConnection, request: Request) -> Response | None:
-        if urlsplit(request.path).path != "/v3/ws":
-            return connection.respond(404, "Not Found\n")
-        if request.headers.get("Authorization") != self.api_key:
-            response = connection.respond(401, '{"error": "Invalid API key"}\n')
-            response.headers = Headers({"Content-Type": "application/json"})
-            return response
-        return None
+    def authorized(self, headers: Headers) -> bool:
+        return headers.get("Authorization") == self.api_key
 
-    async def _handle(self, connection: ServerConnection) -> None:
+    async def handle(self, connection: ServerConnection) -> None:
         request = connection.request
         assert request is not None
         query = dict(parse_qsl(urlsplit(request.path).query))
         session = Session(query, {k.lower(): v for k, v in request.headers.raw_items()})
-        with self._lock:
+        with self.lock:
             self.sessions.append(session)
             drop, self._drop = self._drop, None
         turn = _Turn(query.get("format_turns", "").lower() == "true")  # the SDK sends "True"
@@ -195,7 +156,7 @@ class AssemblyAIStub:
         return True
 
     def _words(self, audio: bytes) -> str:
-        with self._lock:
+        with self.lock:
             if self._script:
                 return self._script.popleft()
         return self.transcriber(audio) if self.transcriber else self.transcript

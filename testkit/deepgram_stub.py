@@ -24,20 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Request, Response
+
+from testkit.socket_stub import SocketStub
 
 BYTES_PER_SECOND = 32000  # 16 kHz s16le mono
 INTERIM_EVERY = BYTES_PER_SECOND // 2  # audio bytes between interim Results
@@ -59,11 +58,14 @@ class Session:
     idled_out: bool = False
 
 
-class DeepgramStub:
+class DeepgramStub(SocketStub):
     """The fake server (a context manager); it runs its own event loop in a thread."""
 
+    path = "/v1/listen"
+    refused_body = '{"err_code":"INVALID_AUTH","err_msg":"Invalid credentials."}\n'
+
     def __init__(self, api_key: str = "dg-stub-key") -> None:
-        self.api_key = api_key
+        super().__init__(api_key)
         self.transcript = "hello world"
         self.transcriber: Callable[[bytes], str] | None = None
         # No published figure for a Finalize's answer is known to us; 50 ms is a guess.
@@ -72,71 +74,30 @@ class DeepgramStub:
         self.sessions: list[Session] = []
         self._script: deque[str] = deque()
         self._drop: int | None = None
-        self._refused = False
-        self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: Server | None = None
-        self.url = ""
 
     # -- the test's side --------------------------------------------------------------------
 
     def script(self, *transcripts: str) -> None:
         """The next answered ``Finalize``\\ s' words, in order."""
-        with self._lock:
+        with self.lock:
             self._script.extend(transcripts)
 
     def drop_after(self, audio_bytes: int) -> None:
         """The next connection drops (no close frame) once it has this much audio."""
-        with self._lock:
+        with self.lock:
             self._drop = audio_bytes
-
-    def refuse_key(self) -> None:
-        """Every handshake from now on is refused (401), whatever the key."""
-        self._refused = True
-
-    def __enter__(self) -> DeepgramStub:
-        self._thread.start()
-        port = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        self.url = f"ws://127.0.0.1:{port}"
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
-
-    async def _start(self) -> int:
-        # A short close_timeout: a client whose loop is blocked cannot answer the close.
-        self._server = await serve(self._handle, "127.0.0.1", 0, process_request=self._check,
-                                   close_timeout=0.5)  # fmt: skip
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
 
     # -- the service's side -----------------------------------------------------------------
 
-    def _check(self, connection: ServerConnection, request: Request) -> Response | None:
-        if urlsplit(request.path).path != "/v1/listen":
-            return connection.respond(404, "Not Found\n")
-        if self._refused or request.headers.get("Authorization") != f"Token {self.api_key}":
-            body = '{"err_code":"INVALID_AUTH","err_msg":"Invalid credentials."}\n'
-            response = connection.respond(401, body)
-            response.headers = Headers({"Content-Type": "application/json"})
-            return response
-        return None
+    def authorized(self, headers: Headers) -> bool:
+        return headers.get("Authorization") == f"Token {self.api_key}"
 
-    async def _handle(self, connection: ServerConnection) -> None:
+    async def handle(self, connection: ServerConnection) -> None:
         request = connection.request
         assert request is not None
         query = dict(parse_qsl(urlsplit(request.path).query))
         session = Session(query, {k.lower(): v for k, v in request.headers.raw_items()})
-        with self._lock:
+        with self.lock:
             self.sessions.append(session)
             drop, self._drop = self._drop, None
         segment = _Segment(query.get("interim_results", "").lower() == "true")
@@ -204,11 +165,11 @@ class DeepgramStub:
         return True
 
     def _peek(self) -> str:
-        with self._lock:
+        with self.lock:
             return self._script[0] if self._script else self.transcript
 
     def _words(self, audio: bytes) -> str:
-        with self._lock:
+        with self.lock:
             if self._script:
                 return self._script.popleft()
         return self.transcriber(audio) if self.transcriber else self.transcript

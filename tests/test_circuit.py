@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from pipeline.services.circuit import CircuitBreaker, CircuitState, ServiceUnavailableError
-from pipeline.services.errors import ServiceBadResponseError, ServiceHTTPError, unreachable
+from pipeline.services.errors import (
+    ServiceAuthError,
+    ServiceBadResponseError,
+    ServiceHTTPError,
+    unreachable,
+)
 from pipeline.services.openai_llm import OpenAILLM
 from pipeline.services.openai_stt import OpenAISTT
 from pipeline.services.openai_tts import OpenAITTS
@@ -254,3 +259,12 @@ async def test_stt_retries_stop_when_other_calls_open_the_breaker(
     assert len(openai_stub.requests(STT)) == 1, "no retry was sent once it opened"
     assert breaker.status()["consecutive_failures"] == 2
     await stt.aclose()
+
+
+def test_a_refused_key_is_remembered_until_a_call_succeeds() -> None:
+    breaker = CircuitBreaker("tts", threshold=0)
+    breaker.failed(ServiceAuthError("tts", "The key was refused. Check CARTESIA_API_KEY."))
+    breaker.failed(unreachable("tts"))  # a later failure of another kind keeps it
+    assert breaker.refused_key is not None and "CARTESIA_API_KEY" in breaker.refused_key
+    breaker.succeeded()
+    assert breaker.refused_key is None

@@ -139,3 +139,22 @@ async def test_a_refused_key_is_said_and_health_says_why_and_the_call_goes_on(
         health = (await http.get(f"{server.url}/health")).json()
     assert reason in health["circuits"]["llm"]["last_error"], health["circuits"]
     assert "not-the-key" not in str(health)
+
+
+async def test_a_refused_llm_key_leaves_the_call_answered_by_the_fallback(
+    start_server: Callable[..., ServerProcess], models: OpenAIStub, claude: AnthropicStub,
+    question: Path,
+) -> None:  # fmt: skip
+    fallback = {**settings(models, "anthropic", claude.url, "not-the-key"),
+                "llm_fallback": '["openai"]'}  # fmt: skip
+    server = start_server(**fallback)
+    models.script_chat(ANSWER)
+    client = await spoken_turn(server, question)
+    try:
+        assert "noon" in bot_words(client), "the fallback answered the question"
+    finally:
+        await client.close()
+    async with httpx.AsyncClient() as http:
+        status = (await http.get(f"{server.url}/health")).json()
+    assert status["models"]["fallbacks"]["llm"]["serving"] == "openai", status
+    assert "ANTHROPIC_API_KEY" in status["circuits"]["llm"]["last_error"]

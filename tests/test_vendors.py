@@ -21,6 +21,12 @@ VARIABLES = (
     "PARLEY_GOOGLE_API_KEY",
     "PARLEY_LLM_MODEL",
     "PARLEY_LLM",
+    "CARTESIA_API_KEY",
+    "ELEVENLABS_API_KEY",
+    "DEEPGRAM_API_KEY",
+    "PARLEY_TTS",
+    "PARLEY_TTS_MODEL",
+    "PARLEY_TTS_VOICE",
 )
 
 
@@ -71,6 +77,32 @@ def test_the_model_is_the_vendors_default_unless_set(monkeypatch: pytest.MonkeyP
     assert Settings(llm="anthropic").llm_model_name() == "claude-sonnet-4-5"
 
 
+@pytest.mark.parametrize(
+    ("vendor", "named"),
+    [("cartesia", "CARTESIA_API_KEY"), ("elevenlabs", "ELEVENLABS_API_KEY"),
+     ("deepgram", "DEEPGRAM_API_KEY")],
+)  # fmt: skip
+def test_a_voice_without_its_key_stops_the_start_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, vendor: str, named: str
+) -> None:
+    monkeypatch.setenv("PARLEY_TTS", vendor)
+    with pytest.raises(ValidationError, match=f"PARLEY_TTS={vendor} needs an API key: set {named}"):
+        Settings()
+
+
+def test_a_voice_takes_the_vendors_defaults_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARTESIA_API_KEY", "k")
+    monkeypatch.setenv("DEEPGRAM_API_KEY", "k")
+    assert Settings(tts="cartesia").tts_voice_of("cartesia")[0] == "sonic-3"
+    assert Settings(tts="deepgram").tts_voice_of("deepgram") == ("aura-2-thalia-en", "")
+    assert Settings(tts="openai").tts_voice_of("openai") == ("gpt-4o-mini-tts", "alloy")
+    monkeypatch.setenv("PARLEY_TTS_VOICE", "my-voice")
+    assert Settings(tts="cartesia").tts_voice_of("cartesia") == ("sonic-3", "my-voice")
+    assert Settings(tts="cartesia", cartesia_url="http://127.0.0.1:9/").cartesia_url == (
+        "http://127.0.0.1:9"
+    )
+
+
 def test_a_vendor_url_must_be_http_with_a_host(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     assert Settings(anthropic_url="http://127.0.0.1:9/").anthropic_url == "http://127.0.0.1:9"
@@ -81,7 +113,8 @@ def test_a_vendor_url_must_be_http_with_a_host(monkeypatch: pytest.MonkeyPatch) 
 def test_no_vendor_sdk_is_imported_unless_its_vendor_is_chosen() -> None:
     code = (
         "import sys, server.api.app, server.session.model_services, server.__main__; "
-        "sdks = ('anthropic', 'google.genai', 'deepgram', 'assemblyai'); "
+        "sdks = ('anthropic', 'google.genai', 'deepgram', 'assemblyai', 'cartesia', "
+        "'elevenlabs'); "
         "print(sorted(m for m in sdks if m in sys.modules))"
     )
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
@@ -94,3 +127,24 @@ def test_no_vendor_sdk_is_imported_unless_its_vendor_is_chosen() -> None:
         timeout=60,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_an_llm_fallback_takes_its_vendors_default_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    settings = Settings(llm="anthropic", llm_model="claude-sonnet-4-5", llm_fallback=["openai"])
+    assert settings.llm_model_name() == "claude-sonnet-4-5"
+    assert settings.llm_model_name("openai") == "gpt-4o-mini"
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(ValidationError, match="PARLEY_LLM_FALLBACK=anthropic needs an API key"):
+        Settings(llm="openai", llm_fallback=["anthropic"])
+
+
+def test_openai_realtime_transcription_needs_the_openai_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OPENAI_API_KEY", "PARLEY_OPENAI_API_KEY", "PARLEY_OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValidationError, match="PARLEY_STT=openai-realtime needs an API key"):
+        Settings(stt="openai-realtime")
+    settings = Settings(stt="openai-realtime", openai_api_key="k")
+    assert settings.stt_model_name("openai-realtime") == "gpt-4o-transcribe"

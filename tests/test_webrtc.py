@@ -10,6 +10,7 @@ import numpy as np
 from aiortc.mediastreams import MediaStreamError
 from av import CodecContext, Packet
 
+from pipeline.services.live_tts import SpokenText, heard_until
 from server.media.opus import DTX_UPDATE_FRAMES, SETTLE_FRAMES
 from server.media.outbound_track import OUT_FRAME_BYTES, OUT_RATE, OUT_SAMPLES, PacedAudioTrack
 
@@ -250,6 +251,26 @@ async def test_flush_reports_only_the_words_already_sent() -> None:
     await track.recv()
     await track.recv()
     assert playout.log[-3:] == [("segment", "again"), ("played", "again"), ("stopped", "")][-3:]
+
+
+async def test_a_voices_word_times_place_the_cut_and_the_progress_exactly() -> None:
+    """A long first word: by its share of the text, two words would be heard after 80 ms;
+    by the voice's own times, "Supercalifragilistic" alone is still playing."""
+    playout = Playout()
+    track = PacedAudioTrack(playout)
+    progress: list[str] = []
+    track.on_progress = lambda _text, heard: progress.append(heard)
+    text = SpokenText("Supercalifragilistic is long")
+    text.add_word("Supercalifragilistic", 0.0, 0.15)
+    text.add_word("is", 0.15, 0.17)
+    text.add_word("long", 0.17, 0.2)
+    track.write(tone(OUT_RATE, 0.2), OUT_RATE, text=text)
+    for _ in range(4):  # 80 ms sent
+        await track.recv()
+    assert progress == ["Supercalifragilistic"]
+    track.flush()
+    assert ("played", "Supercalifragilistic") in playout.log
+    assert [heard_until(text, 0.155), heard_until(text, 0.155, started=True)] == [20, 23]
 
 
 async def test_mark_on_an_empty_track_fires_at_once() -> None:

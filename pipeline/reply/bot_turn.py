@@ -83,6 +83,7 @@ from pipeline.reply.turn_completion import (
     TurnCompletionFilter,
     with_instructions,
 )
+from pipeline.services.live_tts import SpokenText, TTSConnection, TTSContext
 from pipeline.services.llm import (
     AudioDelta,
     LLMChunk,
@@ -135,7 +136,7 @@ class BotTurn:
         context: LLMContext,
         llm: LLMService,
         emit: Callable[[Event], None],
-        tts: TTSService | None = None,
+        tts: TTSService | TTSConnection | None = None,
         output: AudioOutput | None = None,
         completion: TurnCompletionFilter | None = None,
         completion_config: TurnCompletionConfig | None = None,
@@ -341,6 +342,8 @@ class BotTurn:
     async def _speak(self, sentences: asyncio.Queue[str | None]) -> None:
         assert self.tts is not None and self._pacer is not None
         started = False
+        # A call's voice connection: the answer's sentences go to one context of it.
+        context = self.tts.context() if isinstance(self.tts, TTSConnection) else None
         try:
             while (sentence := await sentences.get()) is not None:
                 if not started:
@@ -348,24 +351,38 @@ class BotTurn:
                     self._emit(TTSStarted())
                 # Back-pressure: wait while the turn is far enough ahead of playout.
                 await self._pacer.room()
-                await self._say(sentence)
+                await self._say(sentence, context)
+        except BaseException:
+            if context is not None:
+                context.cancel()  # a barge-in or a failure: the vendor stops at once
+            raise
+        else:
+            if context is not None:
+                context.close()
         finally:
             if started:
                 self._emit(TTSStopped())
 
-    async def _say(self, sentence: str) -> None:
+    async def _say(self, sentence: str, context: TTSContext | None) -> None:
         assert self.tts is not None and self._pacer is not None
         first = True
         started = time.monotonic()
         self._metric("tts", "characters", len(sentence))
+        # A live voice writes its word times into the text; the output reads them there.
+        text = SpokenText(sentence)
         try:
-            async with aclosing(self.tts.synthesize(sentence)) as audio:
+            if context is not None:
+                stream = context.say(text)
+            else:
+                assert not isinstance(self.tts, TTSConnection)
+                stream = self.tts.synthesize(sentence)
+            async with aclosing(stream) as audio:
                 async for pcm in audio:
                     if first:
                         self._metric("tts", "ttfb", time.monotonic() - started)
                     # The sentence's text rides on its first chunk; the output counts the
                     # chunks after it as the same segment.
-                    self._pacer.write(pcm, self.tts.sample_rate, sentence if first else None)
+                    self._pacer.write(pcm, self.tts.sample_rate, text if first else None)
                     first = False
         except Exception as exc:
             raise TurnError("tts", exc) from exc

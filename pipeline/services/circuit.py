@@ -32,7 +32,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from pipeline.services.errors import ServiceError, service_name
+from pipeline.services.errors import ServiceAuthError, ServiceError, service_name
 
 
 class CircuitState(StrEnum):
@@ -80,6 +80,7 @@ class CircuitBreaker:
         self._probing = False  # the half-open probe is under way
         self.times_opened = 0
         self.last_error = ""
+        self.refused_key: str | None = None  # the vendor's reason, while it refuses the key
 
     @property
     def state(self) -> CircuitState:
@@ -111,6 +112,7 @@ class CircuitBreaker:
             raise ServiceUnavailableError(self.service, self.retry_in(), self._failures)
 
     def succeeded(self) -> None:
+        self.refused_key = None
         self._failures = 0
         self._probing = False
         self._state = CircuitState.CLOSED
@@ -123,6 +125,8 @@ class CircuitBreaker:
         self._failures += 1
         if error is not None:
             self.last_error = str(error)
+        if isinstance(error, ServiceAuthError):  # until a call succeeds: for /ready
+            self.refused_key = str(error)
         probe_failed = self._probing
         self._probing = False
         if self.threshold and (probe_failed or self._failures >= self.threshold):

@@ -224,15 +224,8 @@ class SocketSTTStream:
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
         socket, self._socket = self._socket, None
-        if socket is not None and not socket.closed:
-            closing = self._dialect.closing()
-            if closing is not None:
-                socket.send(closing)
-                try:
-                    await socket.drain()
-                except TimeoutError:
-                    pass
-            await socket.close()
+        if socket is not None:
+            await socket.finish(self._dialect.closing())
 
     async def _confirmed(self, waiter: asyncio.Future[str]) -> str:
         breaker = self._owner.breaker

@@ -109,6 +109,17 @@ class VendorSocket:
         async with asyncio.timeout(seconds):
             await self._queue.join()
 
+    async def finish(self, last: Message | None) -> None:
+        """Send ``last`` (the vendor's goodbye, if it has one), give it time to go out
+        (at most ``CLOSE_SECONDS``), then close."""
+        if last is not None and not self.closed:
+            self.send(last)
+            try:
+                await self.drain()
+            except TimeoutError:
+                pass
+        await self.close()
+
     async def close(self) -> None:
         self._end("closed by Parley")
         for task in self._tasks:

@@ -151,6 +151,15 @@ def _tool_sources_up(services: Services) -> None:
         raise NotReady(f"MCP servers failing: {', '.join(failing)}")
 
 
+def _keys_accepted(services: Services) -> None:
+    """Advisory readiness check: no vendor refuses its key (a refused key is the same on
+    every replica, so it is reported, not a reason to take this one out of the balancer;
+    a fallback may be serving meanwhile)."""
+    refused = services.refused_keys()
+    if refused:
+        raise NotReady("; ".join(f"{role}: {reason}" for role, reason in refused.items()))
+
+
 def create_app(settings: Settings | None = None, agent: Agent | None = None) -> FastAPI:
     """Build the app; sessions live in ``app.state.registry`` for the app's lifetime.
 
@@ -217,6 +226,7 @@ def _readiness(app: FastAPI, settings: Settings) -> Readiness:
     shared = settings.storage == "postgres"
     readiness.add("storage", lambda: _storage_writable(app.state.store), advisory=shared)
     readiness.add("tools", lambda: _tool_sources_up(app.state.services), advisory=True)
+    readiness.add("keys", lambda: _keys_accepted(app.state.services), advisory=True)
     return readiness
 
 

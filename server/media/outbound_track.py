@@ -20,12 +20,14 @@ from av import Packet
 from loguru import logger
 
 from pipeline.audio.resampling import StreamResampler
+from pipeline.services.live_tts import heard_until
 from server.media.opus import OpusEncoder
 
 FRAME_SECONDS = 0.02
 OUT_RATE = 48000
 OUT_SAMPLES = int(OUT_RATE * FRAME_SECONDS)
 OUT_FRAME_BYTES = OUT_SAMPLES * 2
+OUT_BYTES_PER_SECOND = OUT_RATE * 2
 # Past this much lateness the output clock is reset instead of bursting frames to catch up.
 MAX_LATENESS = 0.1
 
@@ -47,8 +49,8 @@ _WORD = re.compile(r"\S+")
 
 def word_starts(text: str) -> list[tuple[float, int]]:
     """Each word of ``text``: where it starts as a share of the text, which places it in
-    the segment's audio (an estimate: no TTS here gives word times), and where it ends
-    in the text."""
+    the segment's audio (an estimate, for a voice that gives no word times), and where
+    it ends in the text."""
     size = max(1, len(text))
     return [(word.start() / size, word.end()) for word in _WORD.finditer(text)]
 
@@ -60,7 +62,7 @@ class _Segment:
     text: str
     started: bool = False
     words: list[tuple[float, int]] | None = None  # word_starts(text), once playing
-    told: int = 0  # words reported to on_progress
+    told: int = 0  # characters of the text reported to on_progress
 
 
 class PacedAudioTrack(MediaStreamTrack):
@@ -78,9 +80,10 @@ class PacedAudioTrack(MediaStreamTrack):
     not a stop: the listener hears nothing of it, and ``playing`` stays true. A
     :class:`PlayoutListener` hears when audio starts and stops going out and when each
     tagged segment starts and finishes; on ``flush`` the segment cut short is reported
-    with only the words that went out. ``on_progress`` hears, as a segment plays, each
-    time playout reaches another of its words. ``mark`` runs a callback once everything
-    queued before it has been sent.
+    with only the words that went out (by the voice's word times, where its text carries
+    them: :class:`~pipeline.services.live_tts.SpokenText`). ``on_progress`` hears, as a
+    segment plays, each time playout reaches another of its words. ``mark`` runs a
+    callback once everything queued before it has been sent.
 
     Listeners, marks and ``on_frame_sent`` run inside aiortc's sender loop, which ends at
     the first exception (the bot would go silent for good): what they raise goes to
@@ -192,9 +195,13 @@ class PacedAudioTrack(MediaStreamTrack):
         listener = self.listener
         if listener is not None and self._segments and self._segments[0].started:
             cut = self._segments[0]
-            fraction = max(0, self._heard_position() - cut.start) / max(1, cut.end - cut.start)
-            words = cut.text.split()
-            spoken = " ".join(words[: round(len(words) * fraction)])
+            heard = max(0, self._heard_position() - cut.start)
+            until = heard_until(cut.text, heard / OUT_BYTES_PER_SECOND)
+            if until is not None:  # the voice's own word times: the cut is exact
+                spoken = cut.text[:until].strip()
+            else:
+                words = cut.text.split()
+                spoken = " ".join(words[: round(len(words) * heard / max(1, cut.end - cut.start))])
             if spoken:
                 self._tell(listener.segment_played, spoken)
         self._queued_total -= len(self._queue)
@@ -219,16 +226,20 @@ class PacedAudioTrack(MediaStreamTrack):
         tell = self.on_progress
         if tell is None:
             return
-        if head.words is None:
-            head.words = word_starts(head.text)
         heard = self._heard_position() - head.start
-        length = head.end - head.start
-        told = head.told
-        while told < len(head.words) and head.words[told][0] * length <= heard:
-            told += 1
-        if told > head.told:
-            head.told = told
-            self._tell(tell, head.text, head.text[: head.words[told - 1][1]])
+        until = heard_until(head.text, heard / OUT_BYTES_PER_SECOND, started=True)
+        if until is None:  # no word times from the voice: placed by their share of the text
+            if head.words is None:
+                head.words = word_starts(head.text)
+            length = head.end - head.start
+            until = 0
+            for share, end in head.words:
+                if share * length > heard:
+                    break
+                until = end
+        if until > head.told:
+            head.told = until
+            self._tell(tell, head.text, head.text[:until])
 
     def _tell(self, callback: Callable[..., None], *args: object) -> None:
         try:

@@ -11,17 +11,15 @@ from pipeline.audio.noise_suppression import RNNoiseLibrary
 from pipeline.hearing.rnnoise import shared_rnnoise
 from pipeline.hearing.silero import SileroModel
 from pipeline.hearing.turn_scorer import TurnScorer
-from pipeline.realtime.service import RealtimeConfig, RealtimeModels
 from pipeline.services.circuit import CircuitBreaker
 from pipeline.services.embedded import EmbeddedModels
+from pipeline.services.fallback_llm import FallbackLLM
 from pipeline.services.fallback_stt import FallbackSTT
+from pipeline.services.fallback_tts import FallbackTTS
 from pipeline.services.llm import LLMService
 from pipeline.services.local_llm import LocalLLM
 from pipeline.services.local_stt import LocalSTT
 from pipeline.services.local_tts import LocalTTS
-from pipeline.services.openai_llm import OpenAILLM
-from pipeline.services.openai_tts import OpenAITTS
-from pipeline.services.retry import RetryPolicy
 from pipeline.services.stt import STTService
 from pipeline.services.tts import TTSService
 from pipeline.tools.agent import Agent
@@ -29,7 +27,14 @@ from pipeline.tools.builtin import default_registry
 from pipeline.tools.registry import ToolRegistry, ToolSpec
 from pipeline.tools.sources.http import HTTPTools
 from pipeline.turns.languages import CUE_LANGUAGES
-from server.session.speech_services import build_stt, stt_serving
+from server.session.llm_services import build_llm, llm_chain, llm_serving
+from server.session.speech_services import (
+    build_stt,
+    build_tts,
+    stt_serving,
+    tts_chain,
+    tts_serving,
+)
 from server.settings import ClientToolDefinition, Settings
 
 if TYPE_CHECKING:  # the MCP SDK takes ~1.5 s to import: only when servers are configured
@@ -77,18 +82,30 @@ class Services:
 
     def circuits(self) -> dict[str, Any]:
         """The circuit breakers of the remote services, for /health."""
-        out: dict[str, Any] = {}
-        for role in ("stt", "llm", "tts"):
-            breaker = getattr(getattr(self, role), "breaker", None)
-            if isinstance(breaker, CircuitBreaker):
-                out[role] = breaker.status()
+        return {name: breaker.status() for name, breaker in self._breakers().items()}
+
+    def _breakers(self) -> dict[str, CircuitBreaker]:
+        """Each remote service's breaker, by its name in /health."""
         chain = self.stt_fallback
-        pairs = zip(chain.names, chain.services, strict=True) if chain is not None else ()
-        for name, service in pairs:
+        stts = zip(chain.names, chain.services, strict=True) if chain is not None else ()
+        named: list[tuple[str, object]] = [("stt", self.stt)]
+        named += [(n if n == "llm" else f"llm_fallback_{n}", m) for n, m in llm_chain(self.llm)]
+        named += [(f"stt_fallback_{name}", service) for name, service in stts]
+        named += [(n if n == "tts" else f"tts_fallback_{n}", v) for n, v in tts_chain(self.tts)]
+        out: dict[str, CircuitBreaker] = {}
+        for name, service in named:
             breaker = getattr(service, "breaker", None)
             if isinstance(breaker, CircuitBreaker):
-                out[f"stt_fallback_{name}"] = breaker.status()
+                out[name] = breaker
         return out
+
+    def refused_keys(self) -> dict[str, str]:
+        """The services whose vendor refuses the key now (by circuit name), and why."""
+        refused: dict[str, str] = {}
+        for name, breaker in self._breakers().items():
+            if breaker.refused_key:
+                refused[name] = breaker.refused_key
+        return refused
 
     def status(self) -> dict[str, Any]:
         """What /health reports about the models."""
@@ -98,8 +115,15 @@ class Services:
         if self.turn_scorer is not None:
             turn = {"model": "Smart Turn v3.2", "pool": self.turn_scorer.pool.stats().as_dict()}
         out = {"ready": self.ready, "services": kinds, "embedded": embedded, "turn_end": turn}
+        fallbacks: dict[str, Any] = {}
         if self.stt_fallback is not None:
-            out["fallbacks"] = {"stt": stt_serving(self.stt, self.stt_fallback)}
+            fallbacks["stt"] = stt_serving(self.stt, self.stt_fallback)
+        if isinstance(self.tts, FallbackTTS):
+            fallbacks["tts"] = tts_serving(self.tts)
+        if isinstance(self.llm, FallbackLLM):
+            fallbacks["llm"] = llm_serving(self.llm)
+        if fallbacks:
+            out["fallbacks"] = fallbacks
         return out
 
     @property
@@ -125,6 +149,10 @@ class Services:
         if role == "stt" and self.stt_fallback is not None:
             if any(isinstance(s, LocalSTT) for s in self.stt_fallback.services):
                 return True
+        if role == "tts" and any(isinstance(s, LocalTTS) for _, s in tts_chain(self.tts)):
+            return True
+        if role == "llm" and any(isinstance(m, LocalLLM) for _, m in llm_chain(self.llm)):
+            return True
         return isinstance(getattr(self, role), LocalSTT | LocalLLM | LocalTTS)
 
     async def aclose(self) -> None:
@@ -132,7 +160,9 @@ class Services:
             if source is not None:
                 await source.aclose()
         fallbacks = self.stt_fallback.services if self.stt_fallback is not None else []
-        for service in (self.stt, self.llm, self.tts, *fallbacks):
+        voices = [service for _, service in tts_chain(self.tts)]
+        minds = [service for _, service in llm_chain(self.llm)]
+        for service in (self.stt, *minds, *voices, *fallbacks):
             close = getattr(service, "aclose", None)
             if close is not None:
                 await close()
@@ -147,7 +177,8 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
     client-side, HTTP, MCP: the agent's are per call); embedded models load lazily."""
     embedded = None
     roles = (settings.provider("stt"), settings.provider("llm"), settings.provider("tts"))
-    if "local" in (*roles, *settings.stt_fallback):
+    fallbacks = (*settings.stt_fallback, *settings.llm_fallback, *settings.tts_fallback)
+    if "local" in (*roles, *fallbacks):
         model_dir = settings.embedded_model_dir(settings.data_dir)
         EmbeddedModels.configure(
             llm=settings.embedded_llm,
@@ -157,7 +188,7 @@ def build_services(settings: Settings, agent: Agent | None = None) -> Services:
         )
         embedded = EmbeddedModels.shared()
     stt, stt_fallback = build_stt(settings, embedded, _breaker)
-    llm, tts = _llm(settings, embedded), _tts(settings, embedded)
+    llm, tts = build_llm(settings, embedded, _breaker), build_tts(settings, embedded, _breaker)
     logger.info(
         "models: stt={} llm={} tts={}",
         type(stt).__name__,
@@ -220,80 +251,6 @@ def _http_tools(settings: Settings, agent: Agent | None, tools: ToolRegistry) ->
 def _breaker(settings: Settings, service: str) -> CircuitBreaker:
     # One per service: each shared by every session, as the service itself is.
     return CircuitBreaker(service, settings.circuit_failure_threshold, settings.circuit_cooldown)
-
-
-def _llm(settings: Settings, embedded: EmbeddedModels | None) -> LLMService:
-    if settings.provider("llm") == "local":
-        return LocalLLM(embedded, max_tokens=settings.llm_token_limit() or 80)
-    if settings.provider("llm") == "realtime":
-        return _realtime(settings)
-    if settings.provider("llm") in ("anthropic", "google"):
-        return _vendor_llm(settings)
-    return OpenAILLM(
-        settings.llm_model,
-        base_url=settings.openai_base_url,
-        api_key=settings.openai_api_key,
-        supports_tools=settings.llm_supports_tools,
-        first_token_timeout=settings.llm_timeout,
-        chunk_timeout=settings.llm_timeout,
-        max_tokens=settings.llm_token_limit(),
-        breaker=_breaker(settings, "llm"),
-        thoughts_in_context=settings.llm_thoughts_in_context,
-    )
-
-
-def _vendor_llm(settings: Settings) -> LLMService:
-    """Claude or Gemini; the vendor's SDK is imported only now, when it is chosen."""
-    options: dict[str, Any] = {
-        "api_key": settings.vendor_key(settings.llm),
-        "supports_tools": settings.llm_supports_tools,
-        "first_token_timeout": settings.llm_timeout,
-        "chunk_timeout": settings.llm_timeout,
-        "max_tokens": settings.llm_token_limit(),
-        "breaker": _breaker(settings, "llm"),
-        "thoughts_in_context": settings.llm_thoughts_in_context,
-    }
-    if settings.llm == "anthropic":
-        from pipeline.services.anthropic_llm import AnthropicLLM
-
-        budget = settings.llm_thinking_budget
-        return AnthropicLLM(settings.llm_model_name(), base_url=settings.anthropic_url,
-                            thinking_budget=budget, **options)  # fmt: skip
-    from pipeline.services.google_llm import GoogleLLM
-
-    # Unset, Gemini's own default (2.5 Flash thinks, unseen); set, 0 turns that off.
-    said = "llm_thinking_budget" in settings.model_fields_set
-    return GoogleLLM(settings.llm_model_name(), base_url=settings.google_url,
-                     thinking_budget=settings.llm_thinking_budget if said else None,
-                     **options)  # fmt: skip
-
-
-def _realtime(settings: Settings) -> RealtimeModels:
-    key = settings.realtime_api_key
-    config = RealtimeConfig(
-        base_url=settings.realtime_base_url,
-        model=settings.realtime_model,
-        voice=settings.realtime_voice,
-        api_key=key.get_secret_value() if key else settings.openai_api_key,
-        dialect=settings.realtime_dialect,
-        timeout=settings.realtime_timeout,
-        turns=settings.realtime_turn_detection,
-    )
-    return RealtimeModels(config, _breaker(settings, "llm"))
-
-
-def _tts(settings: Settings, embedded: EmbeddedModels | None) -> TTSService:
-    if settings.provider("tts") == "local":
-        return LocalTTS(embedded)
-    return OpenAITTS(
-        settings.tts_model,
-        settings.tts_voice,
-        base_url=settings.openai_base_url,
-        api_key=settings.openai_api_key,
-        timeout=settings.tts_timeout,
-        retry=RetryPolicy(deadline=settings.tts_timeout),
-        breaker=_breaker(settings, "tts"),
-    )
 
 
 def client_tool_spec(definition: ClientToolDefinition, default_timeout: float) -> ToolSpec:

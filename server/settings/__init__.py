@@ -33,7 +33,12 @@ from server.settings.rtvi import RTVISettings
 from server.settings.storage import StorageSettings
 from server.settings.telephony import TelephonySettings
 from server.settings.turns import TurnSettings
-from server.settings.vendors import DEFAULT_MODELS, DEFAULT_STT_MODELS, VendorSettings
+from server.settings.vendors import (
+    DEFAULT_MODELS,
+    DEFAULT_STT_MODELS,
+    DEFAULT_TTS,
+    VendorSettings,
+)
 
 __all__ = [
     "ClientToolDefinition",
@@ -81,8 +86,13 @@ class Settings(
     @model_validator(mode="after")
     def _a_vendor_needs_its_key(self) -> Settings:
         stts = [("stt", self.stt), *(("stt_fallback", name) for name in self.stt_fallback)]
-        for role, vendor in [("llm", self.llm), *stts]:
+        ttss = [("tts", self.tts), *(("tts_fallback", name) for name in self.tts_fallback)]
+        llms = [("llm", self.llm), *(("llm_fallback", name) for name in self.llm_fallback)]
+        for role, vendor in [*llms, *stts, *ttss]:
             problem = self.missing_vendor_key(vendor, role)
+            if vendor == "openai-realtime" and not self.openai_api_key:
+                problem = (f"PARLEY_{role.upper()}=openai-realtime needs an API key: set "
+                           "OPENAI_API_KEY or PARLEY_OPENAI_API_KEY")  # fmt: skip
             if problem is not None:
                 raise ValueError(problem)
         return self
@@ -94,11 +104,26 @@ class Settings(
             return self.stt_model
         return DEFAULT_STT_MODELS.get(vendor, self.stt_model)
 
-    def llm_model_name(self) -> str:
-        """The LLM's model: ``llm_model`` when set, else the chosen vendor's default."""
-        if "llm_model" in self.model_fields_set or self.llm not in DEFAULT_MODELS:
+    def tts_voice_of(self, vendor: str) -> tuple[str, str]:
+        """The TTS model and voice for ``vendor``: ``tts_model`` / ``tts_voice`` when set
+        and it is the chosen TTS, else the vendor's defaults."""
+        model, voice = DEFAULT_TTS.get(vendor, (self.tts_model, self.tts_voice))
+        if vendor == self.tts:
+            model = self.tts_model if "tts_model" in self.model_fields_set else model
+            voice = self.tts_voice if "tts_voice" in self.model_fields_set else voice
+        return model, voice
+
+    def llm_model_name(self, vendor: str | None = None) -> str:
+        """The model of the LLM ``vendor`` (unset: the chosen one): ``llm_model`` when set
+        and it is the chosen LLM, else the vendor's default (a fallback always takes its
+        vendor's default)."""
+        vendor = vendor or self.provider("llm")
+        if vendor == self.provider("llm") and "llm_model" in self.model_fields_set:
             return self.llm_model
-        return DEFAULT_MODELS[self.llm]
+        default = self.model_fields["llm_model"].default
+        return DEFAULT_MODELS.get(
+            vendor, default if vendor != self.provider("llm") else self.llm_model
+        )
 
     @model_validator(mode="after")
     def _recordings_need_a_store(self) -> Settings:

@@ -19,17 +19,19 @@ from pipeline.services.embedded_specs import DEFAULT_LLM, DEFAULT_STT, LLMName, 
 class ModelSettings(BaseModel):
     """The STT, LLM and TTS in use and how they are called."""
 
-    stt: Literal["auto", "local", "openai", "deepgram", "assemblyai"] = Field(
+    stt: Literal["auto", "local", "openai", "deepgram", "assemblyai", "openai-realtime"] = Field(
         "auto",
-        description="auto, local, openai (one request per utterance); deepgram and "
-        "assemblyai: a live stream per call, hearing the speech as it is spoken "
-        "(docs/services.md).",
+        description="auto, local, openai (one request per utterance); deepgram, assemblyai "
+        "and openai-realtime (OpenAI's realtime transcription, with the OpenAI key): a live "
+        "stream per call, hearing the speech as it is spoken (docs/services.md).",
     )
-    stt_fallback: list[Literal["local", "openai", "deepgram", "assemblyai"]] = Field(
-        default_factory=list,
-        description="STTs tried in order when the one before fails (no connection, a "
-        'timeout, 5xx, a refused key, its breaker open), as JSON: ["openai", "local"]. The '
-        "failed utterance's audio goes to the next: no words are lost.",
+    stt_fallback: list[Literal["local", "openai", "deepgram", "assemblyai", "openai-realtime"]] = (
+        Field(
+            default_factory=list,
+            description="STTs tried in order when the one before fails (no connection, a "
+            'timeout, 5xx, a refused key, its breaker open), as JSON: ["openai", "local"]. The '
+            "failed utterance's audio goes to the next: no words are lost.",
+        )
     )
     llm: Literal["auto", "local", "openai", "realtime", "anthropic", "google"] = Field(
         "auto",
@@ -38,7 +40,26 @@ class ModelSettings(BaseModel):
         "(no TTS) while Parley keeps the turn-taking (docs/realtime.md); anthropic: Claude "
         "over the Messages API; google: Gemini (docs/services.md).",
     )
-    tts: Literal["auto", "local", "openai"] = "auto"
+    tts: Literal["auto", "local", "openai", "cartesia", "elevenlabs", "deepgram"] = Field(
+        "auto",
+        description="auto, local, openai (one request per sentence); cartesia, elevenlabs "
+        "and deepgram (Aura): one WebSocket per call, each answer one context of it, with "
+        "word times where the vendor gives them (docs/services.md).",
+    )
+    llm_fallback: list[Literal["local", "openai", "anthropic", "google"]] = Field(
+        default_factory=list,
+        description="LLMs tried in order when the one before fails before its answer "
+        "begins (no connection, no first token in time, 5xx, a refused key, its breaker "
+        'open), as JSON: ["openai", "local"]. Each takes its vendor\'s default model; the '
+        "same messages go to the next: the user's words are not lost.",
+    )
+    tts_fallback: list[Literal["local", "openai", "cartesia", "elevenlabs", "deepgram"]] = Field(
+        default_factory=list,
+        description="TTSs tried in order when the one before fails before a sentence's first "
+        "audio (no connection, a timeout, 5xx, a refused key, its breaker open), as JSON: "
+        '["openai", "local"]. The fallback speaks that sentence; the next one tries the TTS '
+        "again (at once refused while its breaker is open).",
+    )
     embedded_llm: LLMName = Field(
         DEFAULT_LLM,
         description="The embedded LLM: qwen2.5-1.5b (calls tools; ~1.1 GB, ~1.9 GB of RAM), "
@@ -169,9 +190,7 @@ class ModelSettings(BaseModel):
         """Where the chunked embedded models go: ``model_dir``, else ``<data_dir>/models``."""
         return self.model_dir or data_dir / "models"
 
-    def provider(
-        self, role: Literal["stt", "llm", "tts"]
-    ) -> Literal["local", "openai", "realtime", "anthropic", "google", "deepgram", "assemblyai"]:
+    def provider(self, role: Literal["stt", "llm", "tts"]) -> str:
         """Which implementation serves ``role``, resolving "auto"."""
         choice = getattr(self, role)
         if choice == "auto":

@@ -1,4 +1,5 @@
-"""The vendors' own APIs (LLM: anthropic, google; STT: deepgram, assemblyai): their keys,
+"""The vendors' own APIs (LLM: anthropic, google; STT: deepgram, assemblyai; TTS: cartesia,
+elevenlabs, deepgram): their keys,
 from each vendor's usual variable, and where they are.
 
 ``PARLEY_<VENDOR>_URL`` replaces the scheme and host only (a proxy, a regional or
@@ -16,13 +17,26 @@ from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 
 # Fast, tool-calling models: a spoken answer wants the first token soon.
 DEFAULT_MODELS = {"anthropic": "claude-haiku-4-5", "google": "gemini-2.5-flash"}
-DEFAULT_STT_MODELS = {"deepgram": "nova-3", "assemblyai": "universal-streaming-english"}
+DEFAULT_STT_MODELS = {
+    "deepgram": "nova-3",
+    "assemblyai": "universal-streaming-english",
+    "openai-realtime": "gpt-4o-transcribe",
+}
+# (model, voice) of each TTS vendor when tts_model / tts_voice are left alone. Deepgram's
+# Aura names its voice in the model.
+DEFAULT_TTS = {
+    "cartesia": ("sonic-3", "f786b574-daa5-4673-aa0c-cbe3e8534c02"),
+    "elevenlabs": ("eleven_flash_v2_5", "21m00Tcm4TlvDq8ikWAM"),
+    "deepgram": ("aura-2-thalia-en", ""),
+}
 # The variables a vendor's key is read from, first found wins (named in errors).
 KEY_VARIABLES = {
     "anthropic": ("ANTHROPIC_API_KEY", "PARLEY_ANTHROPIC_API_KEY"),
     "google": ("GOOGLE_API_KEY", "GEMINI_API_KEY", "PARLEY_GOOGLE_API_KEY"),
     "deepgram": ("DEEPGRAM_API_KEY", "PARLEY_DEEPGRAM_API_KEY"),
     "assemblyai": ("ASSEMBLYAI_API_KEY", "PARLEY_ASSEMBLYAI_API_KEY"),
+    "cartesia": ("CARTESIA_API_KEY", "PARLEY_CARTESIA_API_KEY"),
+    "elevenlabs": ("ELEVENLABS_API_KEY", "PARLEY_ELEVENLABS_API_KEY"),
 }
 
 
@@ -52,12 +66,12 @@ class VendorSettings(BaseModel):
     deepgram_api_key: SecretStr | None = Field(
         None,
         validation_alias=AliasChoices(*KEY_VARIABLES["deepgram"]),
-        description="STT deepgram: the key (DEEPGRAM_API_KEY).",
+        description="STT and TTS deepgram: the key (DEEPGRAM_API_KEY).",
     )
     deepgram_url: str | None = Field(
         None,
-        description="STT deepgram: scheme and host in place of wss://api.deepgram.com (ws, "
-        "wss, http or https); /v1/listen is appended.",
+        description="STT and TTS deepgram: scheme and host in place of wss://api.deepgram.com "
+        "(ws, wss, http or https); /v1/listen or /v1/speak is appended.",
     )
     assemblyai_api_key: SecretStr | None = Field(
         None,
@@ -68,6 +82,26 @@ class VendorSettings(BaseModel):
         None,
         description="STT assemblyai: scheme and host in place of "
         "wss://streaming.assemblyai.com; /v3/ws is appended.",
+    )
+    cartesia_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices(*KEY_VARIABLES["cartesia"]),
+        description="TTS cartesia: the key (CARTESIA_API_KEY).",
+    )
+    cartesia_url: str | None = Field(
+        None,
+        description="TTS cartesia: scheme and host in place of wss://api.cartesia.ai; "
+        "/tts/websocket is appended.",
+    )
+    elevenlabs_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices(*KEY_VARIABLES["elevenlabs"]),
+        description="TTS elevenlabs: the key (ELEVENLABS_API_KEY).",
+    )
+    elevenlabs_url: str | None = Field(
+        None,
+        description="TTS elevenlabs: scheme and host in place of wss://api.elevenlabs.io; "
+        "/v1/text-to-speech/<voice>/multi-stream-input is appended.",
     )
     llm_thinking_budget: int = Field(
         0,
@@ -83,7 +117,7 @@ class VendorSettings(BaseModel):
     def _vendor_url(cls, value: str | None) -> str | None:
         return _url(value, ("http", "https"))
 
-    @field_validator("deepgram_url", "assemblyai_url")
+    @field_validator("deepgram_url", "assemblyai_url", "cartesia_url", "elevenlabs_url")
     @classmethod
     def _vendor_socket_url(cls, value: str | None) -> str | None:
         return _url(value, ("ws", "wss", "http", "https"))
