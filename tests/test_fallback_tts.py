@@ -4,6 +4,7 @@ Cartesia sockets on 127.0.0.1 stand in for the vendors."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import aclosing
@@ -119,5 +120,42 @@ async def test_a_voice_that_failed_a_call_is_not_asked_again_soon(
         assert first.handshakes == tried, "the second sentence went to the fallback at once"
         await samples(connection.context(), "The call's next answer skips it too.")
         assert first.handshakes == tried
+    finally:
+        await connection.aclose()
+
+
+async def test_a_voice_whose_first_connect_failed_is_not_waited_for(
+    first: CartesiaStub, second: CartesiaStub
+) -> None:
+    first.refuse_key()
+    tts = chain(first, second)
+    connection = tts.open_live()
+    try:
+        await asyncio.sleep(0.2)  # the call's own connect, at its start, is refused
+        tried = first.handshakes
+        assert tried == 1
+        await samples(connection.context(), "Straight to the next voice.")
+        assert first.handshakes == tried and tts.serving == "backup"
+    finally:
+        await connection.aclose()
+
+
+async def test_a_voice_that_comes_back_is_found_by_the_background_probe(
+    first: CartesiaStub, second: CartesiaStub
+) -> None:
+    first.refuse_key()
+    tts = chain(first, second)
+    connection = tts.open_live()
+    try:
+        await asyncio.sleep(0.2)
+        await samples(connection.context(), "The backup speaks.")
+        assert tts.serving == "backup"
+        first.refused = False  # the vendor is back
+        connection.probe_at = 0.0  # the next probe is due
+        await samples(connection.context(), "Still the backup: the probe runs meanwhile.")
+        await asyncio.sleep(0.2)
+        connection.skip_until = 0.0
+        await samples(connection.context(), "The first voice again.")
+        assert tts.serving == "cartesia"
     finally:
         await connection.aclose()

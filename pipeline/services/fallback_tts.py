@@ -10,8 +10,10 @@ the fallbacks speak one sentence per request. Their audio is resampled to the fi
 service's rate, so the output sees one voice's format. :attr:`FallbackTTS.serving`
 names who spoke the last sentence, for ``/health``. A voice that failed a call is not
 asked again within the answer, nor by the call's answers for ``RETRY_SECONDS``: each try
-at a dead voice would cost the caller its timeout in silence. Its circuit breaker keeps
-the other calls from trying it.
+at a dead voice would cost the caller its timeout in silence. A live voice whose
+connection cannot be opened is not asked at all: its connection is tried again in the
+background every ``RETRY_SECONDS``, and the voice speaks again once one opens. Its circuit
+breaker keeps the other calls from trying it.
 """
 
 from __future__ import annotations
@@ -115,10 +117,24 @@ class FallbackConnection:
         self.sample_rate = owner.sample_rate
         self.model = owner.model
         self.skip, self.skip_until = 0, 0.0
+        self.probe_at = time.monotonic() + RETRY_SECONDS  # the call's start just tried
 
     def context(self) -> FallbackContext:
         skip = self.skip if time.monotonic() < self.skip_until else 0
+        skip = max(skip, 1) if self.first_down() else skip
         return FallbackContext(self, self.first.context() if self.first else None, skip)
+
+    def first_down(self) -> bool:
+        """Whether the first voice's latest connect failed; if so, it is tried again in
+        the background now and then (every ``RETRY_SECONDS``), not by a sentence."""
+        first = self.first
+        if first is None or getattr(first, "down", None) is None:
+            return False
+        now = time.monotonic()
+        if now >= self.probe_at and hasattr(first, "probe"):
+            self.probe_at = now + RETRY_SECONDS
+            first.probe()
+        return True
 
     def failed_over(self, served: int) -> None:
         """Service ``served`` spoke after those before it failed: the call's next answers
@@ -141,6 +157,8 @@ class FallbackContext:
         self._skip = skip  # services not asked in this answer, from the first
 
     async def say(self, text: SpokenText) -> AsyncGenerator[np.ndarray, None]:
+        if not self._skip and self.call.first_down():
+            self._skip = 1  # the call's voice cannot connect: no sentence waits for it
         served: list[int] = []
         try:
             speech = self.call.owner.speak_from(text, self.first, self._skip, served)

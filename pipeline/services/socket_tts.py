@@ -140,6 +140,10 @@ class SocketTTSConnection:
         self.clearing = 0  # cancels not yet confirmed (a vendor without contexts)
         self._last_sent = time.monotonic()
         self._closed = False
+        # Why the latest connect failed, until one succeeds: a fallback need not wait
+        # for this voice to fail again (the call's first connect runs at its start).
+        self.down: ServiceError | None = None
+        self._waiting = 0  # sentences waiting for a connect
         self._closing: set[asyncio.Task[None]] = set()  # sockets given up, being closed
         self._keepalive: asyncio.Task[None] | None = None
         if self.dialect.keepalive_seconds:
@@ -167,7 +171,15 @@ class SocketTTSConnection:
             return self.socket
         self._connect_soon()
         assert self._connecting is not None
-        return await asyncio.shield(self._connecting)
+        self._waiting += 1  # a sentence waits: its failure counts for the breaker
+        try:
+            return await asyncio.shield(self._connecting)
+        finally:
+            self._waiting -= 1
+
+    def probe(self) -> None:
+        """Try to connect now, in the background (a fallback is serving meanwhile)."""
+        self._connect_soon()
 
     async def aclose(self) -> None:
         self._closed = True
@@ -198,11 +210,15 @@ class SocketTTSConnection:
             )  # fmt: skip
         except ServiceError as exc:
             logger.warning("{}: {} {}", owner.name, exc, exc.detail)
+            self.down = exc
+            if owner.breaker is not None and not self._waiting:  # nobody else counts it
+                owner.breaker.failed(exc)
             raise
         if self._closed:
             await socket.close()
             raise unreachable(SERVICE, "the connection is closed")
         self.socket = socket
+        self.down = None
         self.generation += 1
         self.clearing = 0
         self.send(dialect.opening())
